@@ -1,0 +1,268 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/aspd/aspd/protocol"
+	"github.com/aspd/aspd/replay"
+)
+
+// View returns h's eligibility view of a session, or ErrNotFound when h has
+// never been a participant.
+func (s *Store) View(ctx context.Context, sessionID, h string) (replay.View, error) {
+	v := replay.View{Handle: h}
+	err := s.read.QueryRowContext(ctx, `SELECT status, visible_through FROM participants WHERE session_id = $1 AND handle = $2`,
+		sessionID, h).Scan(&v.Status, &v.VisibleThrough)
+	if errors.Is(err, sql.ErrNoRows) {
+		return v, ErrNotFound
+	}
+	if err != nil {
+		return v, fmt.Errorf("store: view: %w", err)
+	}
+	return v, nil
+}
+
+// GetSession returns a session snapshot for a current or former participant.
+func (s *Store) GetSession(ctx context.Context, id, viewer string) (*protocol.Session, error) {
+	if _, err := s.View(ctx, id, viewer); err != nil {
+		return nil, err
+	}
+	sessions, err := s.loadSessions(ctx, []string{id})
+	if err != nil {
+		return nil, err
+	}
+	if len(sessions) == 0 {
+		return nil, ErrNotFound
+	}
+	return sessions[0], nil
+}
+
+// loadSessions returns snapshots of the given sessions, in the given order.
+func (s *Store) loadSessions(ctx context.Context, ids []string) ([]*protocol.Session, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	in, args := inList(ids, 1)
+	rows, err := s.read.QueryContext(ctx, `SELECT id, state, topic, created_at, ended_at FROM sessions WHERE id IN (`+in+`)`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("store: load sessions: %w", err)
+	}
+	byID := make(map[string]*protocol.Session, len(ids))
+	for rows.Next() {
+		var sess protocol.Session
+		var ended sql.NullInt64
+		if err := rows.Scan(&sess.ID, &sess.State, &sess.Topic, &sess.CreatedAt, &ended); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("store: load sessions: %w", err)
+		}
+		sess.EndedAt = ended.Int64
+		sess.Participants = []protocol.Participant{}
+		byID[sess.ID] = &sess
+	}
+	rows.Close()
+	rows, err = s.read.QueryContext(ctx, `SELECT session_id, handle, status, joined_at, left_at FROM participants
+		WHERE session_id IN (`+in+`) ORDER BY COALESCE(invited_at, joined_at), handle`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("store: load participants: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var sid string
+		var p protocol.Participant
+		var joined, left sql.NullInt64
+		if err := rows.Scan(&sid, &p.Handle, &p.Status, &joined, &left); err != nil {
+			return nil, fmt.Errorf("store: load participants: %w", err)
+		}
+		p.JoinedAt, p.LeftAt = joined.Int64, left.Int64
+		if sess, ok := byID[sid]; ok {
+			sess.Participants = append(sess.Participants, p)
+		}
+	}
+	out := make([]*protocol.Session, 0, len(ids))
+	for _, id := range ids {
+		if sess, ok := byID[id]; ok {
+			out = append(out, sess)
+		}
+	}
+	return out, rows.Err()
+}
+
+// EventsAfter returns up to limit events of a session with sequence > after,
+// in order, unfiltered. Callers filter with replay.Visible.
+func (s *Store) EventsAfter(ctx context.Context, sessionID string, after int64, limit int) ([]StoredEvent, error) {
+	return s.queryEvents(ctx, `SELECT session_id, sequence, event_id, type, subject, audience, created_at, body FROM events
+		WHERE session_id = $1 AND sequence > $2 ORDER BY sequence LIMIT $3`, sessionID, after, limit)
+}
+
+func (s *Store) queryEvents(ctx context.Context, query string, args ...any) ([]StoredEvent, error) {
+	rows, err := s.read.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("store: read events: %w", err)
+	}
+	defer rows.Close()
+	var out []StoredEvent
+	for rows.Next() {
+		var e StoredEvent
+		var audience, body string
+		if err := rows.Scan(&e.SessionID, &e.Sequence, &e.EventID, &e.Type, &e.Subject, &audience, &e.CreatedAt, &body); err != nil {
+			return nil, fmt.Errorf("store: read events: %w", err)
+		}
+		e.Audience = decodeAudience(audience)
+		e.Body = []byte(body)
+		out = append(out, e)
+	}
+	return out, rows.Err()
+}
+
+// VisibleEvents returns up to limit events after `after` that viewer may see,
+// and whether more visible events may follow. The SQL narrows the scan to
+// candidate rows; replay.Visible makes the decision.
+func (s *Store) VisibleEvents(ctx context.Context, sessionID, viewer string, after int64, limit int) ([]StoredEvent, bool, error) {
+	v, err := s.View(ctx, sessionID, viewer)
+	if err != nil {
+		return nil, false, err
+	}
+	rows, err := s.queryEvents(ctx, `SELECT session_id, sequence, event_id, type, subject, audience, created_at, body FROM events
+		WHERE session_id = $1 AND sequence > $2
+		  AND (sequence <= $3 OR (type = 'session.invited' AND subject = $4) OR audience LIKE $5)
+		ORDER BY sequence LIMIT $6`,
+		sessionID, after, v.VisibleThrough, viewer, "%,"+viewer+",%", limit+1)
+	if err != nil {
+		return nil, false, err
+	}
+	out := rows[:0]
+	for _, e := range rows {
+		if replay.Visible(v, e.Meta()) {
+			out = append(out, e)
+		}
+	}
+	more := len(out) > limit
+	if more {
+		out = out[:limit]
+	}
+	return out, more, nil
+}
+
+// SessionSummary is one row of GET /sessions: a session and the caller's status in it.
+type SessionSummary struct {
+	ID        string `json:"id"`
+	State     string `json:"state"`
+	Topic     string `json:"topic,omitempty"`
+	Status    string `json:"status"`
+	CreatedAt int64  `json:"created_at"`
+	EndedAt   int64  `json:"ended_at,omitempty"`
+	LastSeq   int64  `json:"last_sequence"`
+}
+
+// SessionFilter narrows session listings. Sessions are listed newest first;
+// Before pages by session id (ids sort by creation time).
+type SessionFilter struct {
+	Participant string // only sessions this handle is or was part of
+	Status      string // with Participant: only where its status is this
+	State       string // active or ended
+	Since       int64  // created_at >= Since (epoch ms), 0 = unbounded
+	Until       int64  // created_at < Until (epoch ms), 0 = unbounded
+	Before      string // only ids < Before
+	Limit       int
+}
+
+func (f SessionFilter) where() (string, []any) {
+	var conds []string
+	var args []any
+	add := func(cond string, v any) {
+		args = append(args, v)
+		conds = append(conds, strings.ReplaceAll(cond, "?", fmt.Sprintf("$%d", len(args))))
+	}
+	if f.Participant != "" {
+		if f.Status != "" {
+			args = append(args, f.Participant, f.Status)
+			conds = append(conds, fmt.Sprintf("s.id IN (SELECT session_id FROM participants WHERE handle = $%d AND status = $%d)", len(args)-1, len(args)))
+		} else {
+			add("s.id IN (SELECT session_id FROM participants WHERE handle = ?)", f.Participant)
+		}
+	}
+	if f.State != "" {
+		add("s.state = ?", f.State)
+	}
+	if f.Since > 0 {
+		add("s.created_at >= ?", f.Since)
+	}
+	if f.Until > 0 {
+		add("s.created_at < ?", f.Until)
+	}
+	if f.Before != "" {
+		add("s.id < ?", f.Before)
+	}
+	if len(conds) == 0 {
+		return "", nil
+	}
+	return " WHERE " + strings.Join(conds, " AND "), args
+}
+
+// ListSessionsFor lists the sessions h is or was a participant of.
+func (s *Store) ListSessionsFor(ctx context.Context, f SessionFilter) ([]SessionSummary, error) {
+	where, args := f.where()
+	args = append(args, f.Participant, f.Limit)
+	rows, err := s.read.QueryContext(ctx, fmt.Sprintf(`SELECT s.id, s.state, s.topic, p.status, s.created_at, s.ended_at, s.last_seq
+		FROM sessions s JOIN participants p ON p.session_id = s.id AND p.handle = $%d`+where+` ORDER BY s.id DESC LIMIT $%d`, len(args)-1, len(args)), args...)
+	if err != nil {
+		return nil, fmt.Errorf("store: list sessions: %w", err)
+	}
+	defer rows.Close()
+	out := []SessionSummary{}
+	for rows.Next() {
+		var r SessionSummary
+		var ended sql.NullInt64
+		if err := rows.Scan(&r.ID, &r.State, &r.Topic, &r.Status, &r.CreatedAt, &ended, &r.LastSeq); err != nil {
+			return nil, fmt.Errorf("store: list sessions: %w", err)
+		}
+		r.EndedAt = ended.Int64
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+// ListSessions lists sessions for the operator, with participants.
+func (s *Store) ListSessions(ctx context.Context, f SessionFilter) ([]*protocol.Session, error) {
+	where, args := f.where()
+	args = append(args, f.Limit)
+	ids, err := queryStrings(ctx, s.read, fmt.Sprintf(`SELECT s.id FROM sessions s`+where+` ORDER BY s.id DESC LIMIT $%d`, len(args)), args...)
+	if err != nil {
+		return nil, err
+	}
+	return s.loadSessions(ctx, ids)
+}
+
+// ExportEvents calls fn for every event, unfiltered, of the sessions matching
+// f (all of a session's events, in sequence order, sessions oldest first).
+// It pages through the log so memory stays bounded.
+func (s *Store) ExportEvents(ctx context.Context, f SessionFilter, fn func(e *StoredEvent) error) error {
+	where, args := f.where()
+	ids, err := queryStrings(ctx, s.read, `SELECT s.id FROM sessions s`+where+` ORDER BY s.id`, args...)
+	if err != nil {
+		return err
+	}
+	for _, id := range ids {
+		after := int64(0)
+		for {
+			page, err := s.EventsAfter(ctx, id, after, 1000)
+			if err != nil {
+				return err
+			}
+			for i := range page {
+				if err := fn(&page[i]); err != nil {
+					return err
+				}
+			}
+			if len(page) < 1000 {
+				break
+			}
+			after = page[len(page)-1].Sequence
+		}
+	}
+	return nil
+}

@@ -1,0 +1,503 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"sort"
+
+	"github.com/aspd/aspd/protocol"
+	"github.com/aspd/aspd/replay"
+	"github.com/aspd/aspd/trust"
+)
+
+func stateErr(code, msg string) *protocol.Error {
+	return protocol.Errorf(http.StatusConflict, code, "%s", msg)
+}
+
+var (
+	errEnded     = stateErr(protocol.CodeSessionEnded, "the session is ended")
+	errActive    = stateErr(protocol.CodeSessionActive, "the session is active; only an ended session can be reopened")
+	errNotJoined = stateErr(protocol.CodeNotJoined, "only a joined participant may do this")
+	errKeyReused = stateErr(protocol.CodeIdempotencyKey, "this idempotency_key was used for a different request")
+)
+
+// CreateSession is a validated POST /sessions request.
+type CreateSession struct {
+	Creator        string
+	Invite         []string // valid, de-duplicated, without the creator
+	Topic          string
+	Initial        *protocol.InitialMessage // content already validated
+	EndAfterSend   bool
+	IdempotencyKey string // "" when absent
+	RequestHash    string // identifies the request for idempotent retries
+}
+
+// CreateSession creates a session with the creator joined and the invitees
+// invited. Trust is all-or-nothing: if any invitee does not exist or refuses
+// contact, nothing is written and the answer is ErrNotFound, so a caller never
+// learns which invitee refused. A retry with the same idempotency key returns
+// the original response and a nil Commit.
+func (s *Store) CreateSession(ctx context.Context, req CreateSession) (protocol.CreateSessionResponse, *Commit, error) {
+	var resp protocol.CreateSessionResponse
+	var commit *Commit
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		if req.IdempotencyKey != "" {
+			res, err := tx.ExecContext(ctx, `INSERT INTO session_keys (creator, key, request_hash, session_id) VALUES ($1, $2, $3, '') ON CONFLICT DO NOTHING`,
+				req.Creator, req.IdempotencyKey, req.RequestHash)
+			if err != nil {
+				return fmt.Errorf("store: session key: %w", err)
+			}
+			if n, _ := res.RowsAffected(); n == 0 {
+				var hash string
+				var seq sql.NullInt64
+				if err := tx.QueryRowContext(ctx, `SELECT request_hash, session_id, sequence FROM session_keys WHERE creator = $1 AND key = $2`,
+					req.Creator, req.IdempotencyKey).Scan(&hash, &resp.SessionID, &seq); err != nil {
+					return fmt.Errorf("store: session key: %w", err)
+				}
+				if hash != req.RequestHash {
+					return errKeyReused
+				}
+				if seq.Valid {
+					resp.Sequence = &seq.Int64
+				}
+				return nil
+			}
+		}
+		if err := s.checkContact(ctx, tx, req.Creator, req.Invite, nil); err != nil {
+			return err
+		}
+		t := s.newSession(ctx, tx, req.Creator, req.Topic)
+		creator := t.participant(req.Creator)
+		creator.status = protocol.StatusJoined
+		creator.visibleThrough = replay.Joined
+		creator.joinedAt = sql.NullInt64{Int64: t.now, Valid: true}
+		var initial *protocol.Message
+		if req.Initial != nil {
+			m := t.message(req.Creator, req.Initial.Content, req.Initial.Metadata, "")
+			if _, err := t.append(protocol.EventMessage, req.Creator, nil, m); err != nil {
+				return err
+			}
+			resp.Sequence = &m.Sequence
+			if req.EndAfterSend {
+				initial = &m
+			}
+		}
+		for _, h := range req.Invite {
+			if err := t.invite(h, req.Creator, initial); err != nil {
+				return err
+			}
+		}
+		if req.EndAfterSend {
+			if err := t.end(req.Creator); err != nil {
+				return err
+			}
+		}
+		if err := t.save(); err != nil {
+			return err
+		}
+		resp.SessionID = t.id
+		if req.IdempotencyKey != "" {
+			if _, err := tx.ExecContext(ctx, `UPDATE session_keys SET session_id = $3, sequence = $4 WHERE creator = $1 AND key = $2`,
+				req.Creator, req.IdempotencyKey, t.id, resp.Sequence); err != nil {
+				return fmt.Errorf("store: session key: %w", err)
+			}
+		}
+		commit = t.commit()
+		return nil
+	})
+	return resp, commit, err
+}
+
+// checkContact applies trust to every invitee: it must exist, the inviter
+// and it must be able to contact each other (trust.CanContact), and it must
+// have no block in either direction with any current participant of the
+// session. Any failure is ErrNotFound for the whole request.
+func (s *Store) checkContact(ctx context.Context, tx *sql.Tx, inviter string, invitees []string, t *sessionTx) error {
+	if len(invitees) == 0 {
+		return nil
+	}
+	handles := append([]string{inviter}, invitees...)
+	var current []string
+	if t != nil {
+		for _, h := range t.order {
+			if st := t.parts[h].status; st == protocol.StatusJoined || st == protocol.StatusInvited {
+				current = append(current, h)
+			}
+		}
+		handles = append(handles, current...)
+	}
+	agents, err := loadAgents(ctx, tx, dedupe(handles))
+	if err != nil {
+		return err
+	}
+	from, ok := agents[inviter]
+	if !ok {
+		return ErrNotFound
+	}
+	// Blocks are one-directional rows; an invitee's own list is loaded, and
+	// a participant's list is loaded too, so Blocked sees both directions.
+	for _, h := range invitees {
+		to, ok := agents[h]
+		if !ok || !trust.CanContact(from.Trust(), to.Trust()) {
+			return ErrNotFound
+		}
+		for _, c := range current {
+			if other, ok := agents[c]; ok && trust.Blocked(to.Trust(), other.Trust()) {
+				return ErrNotFound
+			}
+		}
+	}
+	return nil
+}
+
+func dedupe(in []string) []string {
+	seen := make(map[string]bool, len(in))
+	out := in[:0:0]
+	for _, h := range in {
+		if !seen[h] {
+			seen[h] = true
+			out = append(out, h)
+		}
+	}
+	return out
+}
+
+// withSession runs fn on a locked session whose participants include caller.
+// A session the caller has never been part of does not exist for it.
+func (s *Store) withSession(ctx context.Context, id, caller string, fn func(t *sessionTx) error) (*Commit, error) {
+	var commit *Commit
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		t, err := s.lockSession(ctx, tx, id)
+		if err != nil {
+			return err
+		}
+		if _, ok := t.parts[caller]; !ok {
+			return ErrNotFound
+		}
+		if err := fn(t); err != nil {
+			return err
+		}
+		if err := t.save(); err != nil {
+			return err
+		}
+		commit = t.commit()
+		return nil
+	})
+	return commit, err
+}
+
+// Join moves an invited caller to joined. Joining again is a no-op; a left
+// participant needs a fresh invitation.
+func (s *Store) Join(ctx context.Context, id, caller string) (*Commit, error) {
+	return s.withSession(ctx, id, caller, func(t *sessionTx) error {
+		switch t.status(caller) {
+		case protocol.StatusJoined:
+			if t.state == protocol.StateEnded {
+				return errEnded
+			}
+			return nil
+		case protocol.StatusLeft:
+			if t.state == protocol.StateEnded {
+				return errEnded
+			}
+			return stateErr(protocol.CodeNotInvited, "there is no pending invitation; a participant who left returns only by a new invitation")
+		}
+		if t.state == protocol.StateEnded {
+			return errEnded
+		}
+		p := t.participant(caller)
+		p.status = protocol.StatusJoined
+		p.visibleThrough = replay.Joined
+		p.lastChangeSeq = t.nextSeq()
+		p.joinedAt = sql.NullInt64{Int64: t.now, Valid: true}
+		_, err := t.append(protocol.EventJoined, caller, nil, protocol.AgentPayload{Agent: caller})
+		return err
+	})
+}
+
+// Invite invites handles into an active session on behalf of a joined
+// caller. It returns the handles that received a new session.invited (those
+// already invited or joined are skipped). Trust is all-or-nothing.
+func (s *Store) Invite(ctx context.Context, id, caller string, invite []string) ([]string, *Commit, error) {
+	invited := []string{}
+	commit, err := s.withSession(ctx, id, caller, func(t *sessionTx) error {
+		if t.state == protocol.StateEnded {
+			return errEnded
+		}
+		if t.status(caller) != protocol.StatusJoined {
+			return errNotJoined
+		}
+		if err := s.checkContact(ctx, t.tx, caller, invite, t); err != nil {
+			return err
+		}
+		for _, h := range invite {
+			if st := t.status(h); st == protocol.StatusJoined || st == protocol.StatusInvited {
+				continue
+			}
+			if err := t.invite(h, caller, nil); err != nil {
+				return err
+			}
+			invited = append(invited, h)
+		}
+		return nil
+	})
+	return invited, commit, err
+}
+
+// SendMessage is a validated POST /sessions/{id}/messages request.
+type SendMessage struct {
+	SessionID      string
+	Sender         string
+	Content        json.RawMessage
+	Metadata       json.RawMessage
+	IdempotencyKey string
+	RequestHash    string
+}
+
+// SendMessage appends a session.message from a joined sender. The
+// idempotency key is checked under the session row lock, before any state
+// check, so a retry of a message that succeeded returns the original
+// response even if the session has ended since.
+func (s *Store) SendMessage(ctx context.Context, req SendMessage) (protocol.SendMessageResponse, *Commit, error) {
+	var resp protocol.SendMessageResponse
+	commit, err := s.withSession(ctx, req.SessionID, req.Sender, func(t *sessionTx) error {
+		if req.IdempotencyKey != "" {
+			var hash string
+			err := t.tx.QueryRowContext(ctx, `SELECT request_hash, message_id, sequence FROM message_keys WHERE session_id = $1 AND sender = $2 AND key = $3`,
+				req.SessionID, req.Sender, req.IdempotencyKey).Scan(&hash, &resp.MessageID, &resp.Sequence)
+			if err == nil {
+				if hash != req.RequestHash {
+					return errKeyReused
+				}
+				return nil
+			}
+			if !errors.Is(err, sql.ErrNoRows) {
+				return fmt.Errorf("store: message key: %w", err)
+			}
+		}
+		if t.state == protocol.StateEnded {
+			return errEnded
+		}
+		if t.status(req.Sender) != protocol.StatusJoined {
+			return errNotJoined
+		}
+		m := t.message(req.Sender, req.Content, req.Metadata, req.IdempotencyKey)
+		if _, err := t.append(protocol.EventMessage, req.Sender, nil, m); err != nil {
+			return err
+		}
+		resp = protocol.SendMessageResponse{MessageID: m.ID, Sequence: m.Sequence}
+		if req.IdempotencyKey != "" {
+			if _, err := t.tx.ExecContext(ctx, `INSERT INTO message_keys (session_id, sender, key, request_hash, message_id, sequence) VALUES ($1, $2, $3, $4, $5, $6)`,
+				req.SessionID, req.Sender, req.IdempotencyKey, req.RequestHash, m.ID, m.Sequence); err != nil {
+				return fmt.Errorf("store: message key: %w", err)
+			}
+		}
+		return nil
+	})
+	return resp, commit, err
+}
+
+// Leave moves a joined caller to left; the session ends when no joined
+// participant remains.
+func (s *Store) Leave(ctx context.Context, id, caller string) (*Commit, error) {
+	return s.withSession(ctx, id, caller, func(t *sessionTx) error {
+		if t.state == protocol.StateEnded {
+			return errEnded
+		}
+		if t.status(caller) != protocol.StatusJoined {
+			return errNotJoined
+		}
+		return t.leave(caller, protocol.LeftReasonLeft, false)
+	})
+}
+
+// End ends an active session on behalf of a joined caller.
+func (s *Store) End(ctx context.Context, id, caller string) (*Commit, error) {
+	return s.withSession(ctx, id, caller, func(t *sessionTx) error {
+		if t.state == protocol.StateEnded {
+			return errEnded
+		}
+		if t.status(caller) != protocol.StatusJoined {
+			return errNotJoined
+		}
+		return t.end(caller)
+	})
+}
+
+// Reopen returns an ended session to active. Only an agent that was joined
+// when the session ended may reopen. Participants are re-invited fresh: the
+// re-invited prior participants see session.reopened and a new
+// session.invited; prior participants not re-invited become left and see
+// nothing after the end. Re-invitations pass trust like any invitation.
+func (s *Store) Reopen(ctx context.Context, id, caller string, invite []string, initial *protocol.InitialMessage) (*Commit, error) {
+	return s.withSession(ctx, id, caller, func(t *sessionTx) error {
+		if t.state == protocol.StateActive {
+			return errActive
+		}
+		if t.status(caller) != protocol.StatusJoined {
+			return errNotJoined
+		}
+		if err := s.checkContact(ctx, t.tx, caller, invite, nil); err != nil {
+			return err
+		}
+		// Block checks against the participants the reopened session will have.
+		if err := s.checkBlocksAmong(ctx, t.tx, append([]string{caller}, invite...)); err != nil {
+			return err
+		}
+		reinvited := map[string]bool{}
+		for _, h := range invite {
+			reinvited[h] = true
+		}
+		seq := t.nextSeq()
+		var audience []string
+		for _, h := range append([]string(nil), t.order...) {
+			if h == caller {
+				continue
+			}
+			if reinvited[h] {
+				audience = append(audience, h)
+			}
+			p := t.parts[h]
+			if p.status == protocol.StatusJoined {
+				p = t.participant(h)
+				p.status = protocol.StatusLeft
+				p.visibleThrough = seq - 1
+				p.lastChangeSeq = seq
+				p.leftAt = sql.NullInt64{Int64: t.now, Valid: true}
+			}
+		}
+		t.state = protocol.StateActive
+		t.endedAt = sql.NullInt64{}
+		if _, err := t.append(protocol.EventReopened, caller, audience, protocol.ReopenedPayload{ReopenedBy: caller}); err != nil {
+			return err
+		}
+		for _, h := range invite {
+			if err := t.invite(h, caller, nil); err != nil {
+				return err
+			}
+		}
+		if initial != nil {
+			m := t.message(caller, initial.Content, initial.Metadata, "")
+			if _, err := t.append(protocol.EventMessage, caller, nil, m); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// checkBlocksAmong fails with ErrNotFound if any two of handles block each other.
+func (s *Store) checkBlocksAmong(ctx context.Context, tx *sql.Tx, handles []string) error {
+	agents, err := loadAgents(ctx, tx, dedupe(handles))
+	if err != nil {
+		return err
+	}
+	for i, a := range handles {
+		for _, b := range handles[i+1:] {
+			x, ok1 := agents[a]
+			y, ok2 := agents[b]
+			if ok1 && ok2 && trust.Blocked(x.Trust(), y.Trust()) {
+				return ErrNotFound
+			}
+		}
+	}
+	return nil
+}
+
+// sessionIDsOf returns the active sessions in which h is joined or invited,
+// sorted, so that multi-session transactions lock rows in one order.
+func sessionIDsOf(ctx context.Context, q querier, h string, with string) ([]string, error) {
+	query := `SELECT p.session_id FROM participants p JOIN sessions s ON s.id = p.session_id
+		WHERE p.handle = $1 AND p.status IN ('joined', 'invited') AND s.state = 'active'`
+	args := []any{h}
+	if with != "" {
+		query += ` AND EXISTS (SELECT 1 FROM participants o WHERE o.session_id = p.session_id AND o.handle = $2 AND o.status IN ('joined', 'invited'))`
+		args = append(args, with)
+	}
+	ids, err := queryStrings(ctx, q, query+` ORDER BY p.session_id`, args...)
+	sort.Strings(ids)
+	return ids, err
+}
+
+// forceLeave makes h leave every active session it shares with other (every
+// active session when other is ""), in one transaction. silent hides the
+// session.left from h itself (block).
+func (s *Store) forceLeave(ctx context.Context, tx *sql.Tx, h, other string, silent bool) ([]*Commit, error) {
+	ids, err := sessionIDsOf(ctx, tx, h, other)
+	if err != nil {
+		return nil, err
+	}
+	var commits []*Commit
+	for _, id := range ids {
+		t, err := s.lockSession(ctx, tx, id)
+		if err != nil {
+			return nil, err
+		}
+		if st := t.status(h); t.state != protocol.StateActive || (st != protocol.StatusJoined && st != protocol.StatusInvited) {
+			continue
+		}
+		if err := t.leave(h, protocol.LeftReasonLeft, silent); err != nil {
+			return nil, err
+		}
+		if err := t.save(); err != nil {
+			return nil, err
+		}
+		if c := t.commit(); c != nil {
+			commits = append(commits, c)
+		}
+	}
+	return commits, nil
+}
+
+// Block records that blocker blocks blocked and force-leaves blocked from
+// every active session both are in (§6.2). The blocked agent is never told:
+// its horizon stops before its own session.left.
+func (s *Store) Block(ctx context.Context, blocker, blocked string) ([]*Commit, error) {
+	var commits []*Commit
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		if err := mustExist(ctx, tx, blocker); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO blocks (blocker, blocked, created_at) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING`,
+			blocker, blocked, s.nowMs()); err != nil {
+			return fmt.Errorf("store: block: %w", err)
+		}
+		var err error
+		commits, err = s.forceLeave(ctx, tx, blocked, blocker, true)
+		return err
+	})
+	return commits, err
+}
+
+// Unblock removes a block. Sessions left because of it stay left.
+func (s *Store) Unblock(ctx context.Context, blocker, blocked string) error {
+	return s.inTx(ctx, func(tx *sql.Tx) error {
+		if err := mustExist(ctx, tx, blocker); err != nil {
+			return err
+		}
+		_, err := tx.ExecContext(ctx, `DELETE FROM blocks WHERE blocker = $1 AND blocked = $2`, blocker, blocked)
+		return err
+	})
+}
+
+// DeleteAgent deletes an agent: its token stops working, it leaves every
+// active session, and its handle is retired (never reused). Transcripts stay.
+func (s *Store) DeleteAgent(ctx context.Context, h string) ([]*Commit, error) {
+	var commits []*Commit
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE agents SET deleted_at = $2, token_hash = NULL WHERE handle = $1 AND deleted_at IS NULL`, h, s.nowMs())
+		if err != nil {
+			return fmt.Errorf("store: delete agent: %w", err)
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return ErrNotFound
+		}
+		commits, err = s.forceLeave(ctx, tx, h, "", false)
+		return err
+	})
+	return commits, err
+}

@@ -1,0 +1,320 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/aspd/aspd/protocol"
+	"github.com/aspd/aspd/replay"
+)
+
+// StoredEvent is one event of the log: its wire bytes plus what eligibility
+// and routing need, so nobody decodes the body to deliver it.
+type StoredEvent struct {
+	SessionID string
+	Sequence  int64
+	EventID   string
+	Type      string
+	Subject   string
+	Audience  []string
+	CreatedAt int64
+	Body      []byte // the wire JSON, exactly as stored and served
+}
+
+// Meta returns the eligibility view of the event.
+func (e *StoredEvent) Meta() replay.Meta {
+	return replay.Meta{Sequence: e.Sequence, Type: e.Type, Subject: e.Subject, Audience: e.Audience}
+}
+
+// Commit is what one committed transaction appended to one session, and who
+// must hear of it: every participant that may see at least one of the events
+// or whose eligibility changed. The caller hands it to the hub after commit.
+type Commit struct {
+	SessionID  string
+	Events     []StoredEvent
+	Recipients []string
+}
+
+type participant struct {
+	handle         string
+	status         string
+	visibleThrough int64
+	lastChangeSeq  int64
+	disconnected   bool
+	invitedAt      sql.NullInt64
+	joinedAt       sql.NullInt64
+	leftAt         sql.NullInt64
+	isNew          bool
+}
+
+func (p *participant) view() replay.View {
+	return replay.View{Handle: p.handle, Status: p.status, VisibleThrough: p.visibleThrough}
+}
+
+// sessionTx is one session's state inside a write transaction: the row is
+// locked, participants are loaded, and appended events get consecutive
+// sequences. save writes it all back in a few statements.
+type sessionTx struct {
+	ctx       context.Context
+	tx        *sql.Tx
+	now       int64
+	isNew     bool
+	id        string
+	topic     string
+	state     string
+	createdBy string
+	createdAt int64
+	endedAt   sql.NullInt64
+	lastSeq   int64
+	parts     map[string]*participant
+	order     []string // participant handles in insertion order
+	dirty     map[string]bool
+	events    []StoredEvent
+}
+
+func (s *Store) newSession(ctx context.Context, tx *sql.Tx, creator, topic string) *sessionTx {
+	now := s.nowMs()
+	return &sessionTx{ctx: ctx, tx: tx, now: now, isNew: true, id: protocol.NewSessionID(), topic: topic,
+		state: protocol.StateActive, createdBy: creator, createdAt: now,
+		parts: map[string]*participant{}, dirty: map[string]bool{}}
+}
+
+// lockSession loads and locks a session and its participants. A session that
+// does not exist is ErrNotFound.
+func (s *Store) lockSession(ctx context.Context, tx *sql.Tx, id string) (*sessionTx, error) {
+	st := &sessionTx{ctx: ctx, tx: tx, now: s.nowMs(), id: id, parts: map[string]*participant{}, dirty: map[string]bool{}}
+	err := tx.QueryRowContext(ctx, `SELECT topic, state, created_by, created_at, ended_at, last_seq FROM sessions WHERE id = $1`+s.d.forUpdate, id).
+		Scan(&st.topic, &st.state, &st.createdBy, &st.createdAt, &st.endedAt, &st.lastSeq)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("store: lock session: %w", err)
+	}
+	rows, err := tx.QueryContext(ctx, `SELECT handle, status, visible_through, last_change_seq, disconnected, invited_at, joined_at, left_at
+		FROM participants WHERE session_id = $1 ORDER BY COALESCE(invited_at, joined_at), handle`, id)
+	if err != nil {
+		return nil, fmt.Errorf("store: load participants: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		p := &participant{}
+		if err := rows.Scan(&p.handle, &p.status, &p.visibleThrough, &p.lastChangeSeq, &p.disconnected, &p.invitedAt, &p.joinedAt, &p.leftAt); err != nil {
+			return nil, fmt.Errorf("store: load participants: %w", err)
+		}
+		st.parts[p.handle] = p
+		st.order = append(st.order, p.handle)
+	}
+	return st, rows.Err()
+}
+
+// participant returns h's participant row, creating an empty one if absent.
+func (t *sessionTx) participant(h string) *participant {
+	p, ok := t.parts[h]
+	if !ok {
+		p = &participant{handle: h, isNew: true}
+		t.parts[h] = p
+		t.order = append(t.order, h)
+	}
+	t.dirty[h] = true
+	return p
+}
+
+func (t *sessionTx) status(h string) string {
+	if p, ok := t.parts[h]; ok {
+		return p.status
+	}
+	return ""
+}
+
+func (t *sessionTx) withStatus(status string) []string {
+	var out []string
+	for _, h := range t.order {
+		if t.parts[h].status == status {
+			out = append(out, h)
+		}
+	}
+	return out
+}
+
+// nextSeq is the sequence the next appended event will get.
+func (t *sessionTx) nextSeq() int64 { return t.lastSeq + 1 }
+
+// append adds an event with the next sequence. The body is encoded once, here,
+// in the wire shape of events.json.
+func (t *sessionTx) append(typ, subject string, audience []string, payload any) (*StoredEvent, error) {
+	p, err := json.Marshal(payload)
+	if err != nil {
+		return nil, fmt.Errorf("store: encode payload: %w", err)
+	}
+	return t.appendRaw(typ, subject, audience, p)
+}
+
+func (t *sessionTx) appendRaw(typ, subject string, audience []string, payload json.RawMessage) (*StoredEvent, error) {
+	t.lastSeq++
+	ev := protocol.Event{Type: typ, SessionID: t.id, EventID: protocol.NewEventID(), Sequence: t.lastSeq, CreatedAt: t.now, Payload: payload}
+	body, err := json.Marshal(ev)
+	if err != nil {
+		return nil, fmt.Errorf("store: encode event: %w", err)
+	}
+	t.events = append(t.events, StoredEvent{SessionID: t.id, Sequence: t.lastSeq, EventID: ev.EventID, Type: typ, Subject: subject,
+		Audience: audience, CreatedAt: t.now, Body: body})
+	return &t.events[len(t.events)-1], nil
+}
+
+// message builds a session.message payload with the next sequence.
+func (t *sessionTx) message(sender string, content, metadata json.RawMessage, key string) protocol.Message {
+	return protocol.Message{ID: protocol.NewMessageID(), SessionID: t.id, Sender: sender, Sequence: t.nextSeq(),
+		Content: content, CreatedAt: t.now, IdempotencyKey: key, Metadata: metadata}
+}
+
+// end moves the session to ended. Invitees who never joined become left (and
+// see the session.ended through its audience); joined participants keep their
+// status, which is what lets them reopen the session later.
+func (t *sessionTx) end(by string) error {
+	invited := t.withStatus(protocol.StatusInvited)
+	seq := t.nextSeq()
+	for _, h := range invited {
+		p := t.participant(h)
+		p.status = protocol.StatusLeft
+		p.lastChangeSeq = seq
+		p.leftAt = sql.NullInt64{Int64: t.now, Valid: true}
+	}
+	t.state = protocol.StateEnded
+	t.endedAt = sql.NullInt64{Int64: t.now, Valid: true}
+	_, err := t.append(protocol.EventEnded, "", invited, protocol.EndedPayload{EndedBy: by})
+	return err
+}
+
+// leave moves a joined or invited participant to left. A silent leave (block)
+// hides the session.left from the leaver itself. When no joined participant
+// remains, the session ends.
+func (t *sessionTx) leave(h, reason string, silent bool) error {
+	p := t.participant(h)
+	seq := t.nextSeq()
+	p.status = protocol.StatusLeft
+	p.lastChangeSeq = seq
+	p.leftAt = sql.NullInt64{Int64: t.now, Valid: true}
+	p.disconnected = false
+	if p.visibleThrough == replay.Joined {
+		p.visibleThrough = seq
+		if silent {
+			p.visibleThrough = seq - 1
+		}
+	}
+	if _, err := t.append(protocol.EventLeft, h, nil, protocol.LeftPayload{Agent: h, Reason: reason}); err != nil {
+		return err
+	}
+	if t.state == protocol.StateActive && len(t.withStatus(protocol.StatusJoined)) == 0 {
+		return t.end("")
+	}
+	return nil
+}
+
+// invite adds an invitation for h (new, or a left participant re-invited).
+func (t *sessionTx) invite(h, by string, initial *protocol.Message) error {
+	p := t.participant(h)
+	seq := t.nextSeq()
+	p.status = protocol.StatusInvited
+	p.lastChangeSeq = seq
+	p.invitedAt = sql.NullInt64{Int64: t.now, Valid: true}
+	_, err := t.append(protocol.EventInvited, h, nil, protocol.InvitedPayload{Invitee: h, By: by, Topic: t.topic, InitialMessage: initial})
+	return err
+}
+
+// save writes the session row, the dirty participants and the new events.
+func (t *sessionTx) save() error {
+	ctx, tx := t.ctx, t.tx
+	if t.isNew {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO sessions (id, topic, state, created_by, created_at, ended_at, last_seq) VALUES ($1, $2, $3, $4, $5, $6, $7)`,
+			t.id, t.topic, t.state, t.createdBy, t.createdAt, t.endedAt, t.lastSeq); err != nil {
+			return fmt.Errorf("store: insert session: %w", err)
+		}
+	} else if len(t.events) > 0 {
+		if _, err := tx.ExecContext(ctx, `UPDATE sessions SET state = $2, ended_at = $3, last_seq = $4 WHERE id = $1`,
+			t.id, t.state, t.endedAt, t.lastSeq); err != nil {
+			return fmt.Errorf("store: update session: %w", err)
+		}
+	}
+	for h := range t.dirty {
+		p := t.parts[h]
+		if _, err := tx.ExecContext(ctx, `INSERT INTO participants (session_id, handle, status, visible_through, last_change_seq, disconnected, invited_at, joined_at, left_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+			ON CONFLICT (session_id, handle) DO UPDATE SET status = excluded.status, visible_through = excluded.visible_through,
+				last_change_seq = excluded.last_change_seq, disconnected = excluded.disconnected,
+				invited_at = excluded.invited_at, joined_at = excluded.joined_at, left_at = excluded.left_at`,
+			t.id, h, p.status, p.visibleThrough, p.lastChangeSeq, p.disconnected, p.invitedAt, p.joinedAt, p.leftAt); err != nil {
+			return fmt.Errorf("store: save participant: %w", err)
+		}
+	}
+	return insertEvents(ctx, tx, t.events)
+}
+
+// insertEvents writes events in one multi-row INSERT per 100 rows.
+func insertEvents(ctx context.Context, tx *sql.Tx, events []StoredEvent) error {
+	const cols = 8
+	for start := 0; start < len(events); start += 100 {
+		batch := events[start:min(start+100, len(events))]
+		var b strings.Builder
+		b.WriteString(`INSERT INTO events (session_id, sequence, event_id, type, subject, audience, created_at, body) VALUES `)
+		args := make([]any, 0, len(batch)*cols)
+		for i, e := range batch {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			n := i * cols
+			fmt.Fprintf(&b, "($%d, $%d, $%d, $%d, $%d, $%d, $%d, $%d)", n+1, n+2, n+3, n+4, n+5, n+6, n+7, n+8)
+			args = append(args, e.SessionID, e.Sequence, e.EventID, e.Type, e.Subject, encodeAudience(e.Audience), e.CreatedAt, string(e.Body))
+		}
+		if _, err := tx.ExecContext(ctx, b.String(), args...); err != nil {
+			return fmt.Errorf("store: insert events: %w", err)
+		}
+	}
+	return nil
+}
+
+// Audiences are stored as ",@a.b,@c.d," so a LIKE '%,@a.b,%' prefilter works
+// on both dialects; handles cannot contain commas.
+func encodeAudience(a []string) string {
+	if len(a) == 0 {
+		return ""
+	}
+	return "," + strings.Join(a, ",") + ","
+}
+
+func decodeAudience(s string) []string {
+	s = strings.Trim(s, ",")
+	if s == "" {
+		return nil
+	}
+	return strings.Split(s, ",")
+}
+
+// commit builds the Commit for the hub: the events and who must hear of them.
+func (t *sessionTx) commit() *Commit {
+	if len(t.events) == 0 {
+		return nil
+	}
+	c := &Commit{SessionID: t.id, Events: t.events}
+	for _, h := range t.order {
+		p := t.parts[h]
+		if t.dirty[h] {
+			c.Recipients = append(c.Recipients, h)
+			continue
+		}
+		v := p.view()
+		for i := range t.events {
+			if replay.Visible(v, t.events[i].Meta()) {
+				c.Recipients = append(c.Recipients, h)
+				break
+			}
+		}
+	}
+	sort.Strings(c.Recipients)
+	return c
+}

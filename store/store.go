@@ -1,0 +1,112 @@
+// Package store persists aspd's agents, trust settings, sessions and the
+// durable per-session event log. One implementation of the logic runs on both
+// SQL dialects (PostgreSQL for production, SQLite for the embedded default);
+// only a handful of statements differ, and they live in dialect.go.
+//
+// Every state change is one transaction that locks the session row, assigns
+// the next sequence numbers, inserts the events in their wire shape and
+// updates the state they describe. The caller publishes the returned Commit
+// to live connections after the transaction has committed, never before.
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"strings"
+	"time"
+
+	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx"
+	"github.com/pressly/goose/v3"
+	_ "modernc.org/sqlite" // database/sql driver "sqlite"
+
+	"github.com/aspd/aspd/migrations"
+)
+
+// Store is the persistence layer. It is safe for concurrent use.
+type Store struct {
+	read  *sql.DB // reads
+	write *sql.DB // transactions that write; one connection on SQLite
+	d     dialect
+	now   func() time.Time
+}
+
+// Open connects to the database named by url, runs pending migrations and
+// returns a Store. A url starting with postgres:// or postgresql:// selects
+// PostgreSQL; anything else (a path, or sqlite:PATH) selects the embedded
+// SQLite store.
+func Open(ctx context.Context, url string) (*Store, error) {
+	var s *Store
+	var err error
+	if strings.HasPrefix(url, "postgres://") || strings.HasPrefix(url, "postgresql://") {
+		s, err = openPostgres(url)
+	} else {
+		s, err = openSQLite(strings.TrimPrefix(url, "sqlite:"))
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := s.migrate(ctx); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// Dialect names the backend: "postgres" or "sqlite".
+func (s *Store) Dialect() string { return s.d.name }
+
+// SetClock replaces the clock; tests use it to simulate the passage of time.
+func (s *Store) SetClock(now func() time.Time) { s.now = now }
+
+func (s *Store) nowMs() int64 { return s.now().UnixMilli() }
+
+// Close releases the database connections.
+func (s *Store) Close() error {
+	err := s.read.Close()
+	if s.write != s.read {
+		err = errors.Join(err, s.write.Close())
+	}
+	return err
+}
+
+// Ping checks that the database answers.
+func (s *Store) Ping(ctx context.Context) error { return s.write.PingContext(ctx) }
+
+func (s *Store) migrate(ctx context.Context) error {
+	sub, err := fs.Sub(migrations.FS, s.d.name)
+	if err != nil {
+		return err
+	}
+	p, err := goose.NewProvider(s.d.goose, s.write, sub)
+	if err != nil {
+		return fmt.Errorf("store: migrations: %w", err)
+	}
+	res, err := p.Up(ctx)
+	if err != nil {
+		return fmt.Errorf("store: migrate: %w", err)
+	}
+	for _, r := range res {
+		slog.Info("applied migration", "dialect", s.d.name, "version", r.Source.Version, "duration", r.Duration)
+	}
+	return nil
+}
+
+// inTx runs fn in a write transaction and commits it. fn's error rolls back.
+func (s *Store) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	tx, err := s.write.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("store: begin: %w", err)
+	}
+	if err := fn(tx); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("store: commit: %w", err)
+	}
+	return nil
+}
