@@ -91,6 +91,18 @@ func (s *Store) loadSessions(ctx context.Context, ids []string) ([]*protocol.Ses
 	return out, rows.Err()
 }
 
+// AdminSession returns any session's snapshot, for the operator.
+func (s *Store) AdminSession(ctx context.Context, id string) (*protocol.Session, error) {
+	sessions, err := s.loadSessions(ctx, []string{id})
+	if err != nil {
+		return nil, err
+	}
+	if len(sessions) == 0 {
+		return nil, ErrNotFound
+	}
+	return sessions[0], nil
+}
+
 // EventsAfter returns up to limit events of a session with sequence > after,
 // in order, unfiltered. Callers filter with replay.Visible.
 func (s *Store) EventsAfter(ctx context.Context, sessionID string, after int64, limit int) ([]StoredEvent, error) {
@@ -167,6 +179,7 @@ type SessionFilter struct {
 	Since       int64  // created_at >= Since (epoch ms), 0 = unbounded
 	Until       int64  // created_at < Until (epoch ms), 0 = unbounded
 	Before      string // only ids < Before
+	Only        string // only this session id
 	Limit       int
 }
 
@@ -196,6 +209,9 @@ func (f SessionFilter) where() (string, []any) {
 	}
 	if f.Before != "" {
 		add("s.id < ?", f.Before)
+	}
+	if f.Only != "" {
+		add("s.id = ?", f.Only)
 	}
 	if len(conds) == 0 {
 		return "", nil

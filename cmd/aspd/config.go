@@ -1,0 +1,149 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aspd/aspd/hub"
+	"github.com/aspd/aspd/protocol"
+)
+
+type config struct {
+	listen         string
+	databaseURL    string
+	dataDir        string
+	adminToken     string
+	adminTokenFile string
+	seed           string
+	graceWindow    time.Duration
+	maxBodyBytes   int64
+	limits         protocol.Limits
+	pingInterval   time.Duration
+	wsReadLimit    int64
+	hub            hub.Config
+	logFormat      string
+	logLevel       string
+}
+
+// envFlags binds each flag to an ASPD_* environment variable that provides
+// its default, so the flag wins over the environment.
+type envFlags struct {
+	fs  *flag.FlagSet
+	err error
+}
+
+func envName(flagName string) string {
+	return "ASPD_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+}
+
+func (e *envFlags) env(name string) (string, bool) {
+	v, ok := os.LookupEnv(envName(name))
+	return v, ok && v != ""
+}
+
+func (e *envFlags) usage(name, help string) string {
+	return fmt.Sprintf("%s (env %s)", help, envName(name))
+}
+
+func (e *envFlags) str(p *string, name, def, help string) {
+	if v, ok := e.env(name); ok {
+		def = v
+	}
+	e.fs.StringVar(p, name, def, e.usage(name, help))
+}
+
+func (e *envFlags) dur(p *time.Duration, name string, def time.Duration, help string) {
+	if v, ok := e.env(name); ok {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			e.err = fmt.Errorf("%s: %w", envName(name), err)
+		}
+		def = d
+	}
+	e.fs.DurationVar(p, name, def, e.usage(name, help))
+}
+
+func (e *envFlags) int(p *int, name string, def int, help string) {
+	if v, ok := e.env(name); ok {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			e.err = fmt.Errorf("%s: %w", envName(name), err)
+		}
+		def = n
+	}
+	e.fs.IntVar(p, name, def, e.usage(name, help))
+}
+
+func (e *envFlags) int64(p *int64, name string, def int64, help string) {
+	if v, ok := e.env(name); ok {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			e.err = fmt.Errorf("%s: %w", envName(name), err)
+		}
+		def = n
+	}
+	e.fs.Int64Var(p, name, def, e.usage(name, help))
+}
+
+func parseConfig(args []string) (*config, error) {
+	c := &config{}
+	fs := flag.NewFlagSet("aspd", flag.ContinueOnError)
+	e := &envFlags{fs: fs}
+	lim := protocol.DefaultLimits()
+	hc := hub.DefaultConfig()
+
+	e.str(&c.listen, "listen", "127.0.0.1:8080", "address to serve HTTP and WebSocket on")
+	e.str(&c.databaseURL, "database-url", "", "postgres://... for PostgreSQL; a file path or sqlite:PATH for SQLite; empty = embedded store in --data-dir")
+	e.str(&c.dataDir, "data-dir", "aspd-data", "directory for the embedded store and the generated admin token")
+	e.str(&c.adminToken, "admin-token", "", "operator token for /admin/v1 (prefer the env var or the token file)")
+	e.str(&c.adminTokenFile, "admin-token-file", "", "file holding the operator token; created with a random token (mode 0600) if missing (default <data-dir>/admin.token)")
+	e.str(&c.seed, "seed", "", `JSON file of agents to provision at start-up, idempotently: {"@alice.test": {"token": "...", "inbound_policy": "open", "allowlist": []}, "@bob.test": "token"}`)
+	e.dur(&c.graceWindow, "grace-window", 60*time.Second, "how long a joined agent whose last connection dropped stays joined before session.left {reason: grace_expired}")
+	e.int64(&c.maxBodyBytes, "max-body-bytes", 1<<20, "largest accepted request body, in bytes (413 body_too_large)")
+	e.int(&lim.MaxContentBytes, "max-content-bytes", lim.MaxContentBytes, "largest message content, encoded JSON bytes (413 content_too_large)")
+	e.int(&lim.MaxParts, "max-parts", lim.MaxParts, "most content parts in one message (413 content_too_large)")
+	e.int(&lim.MaxInvitees, "max-invitees", lim.MaxInvitees, "most handles in one invite list (400 invalid_request)")
+	e.int(&lim.MaxTopicBytes, "max-topic-bytes", lim.MaxTopicBytes, "longest session topic, in bytes (400 invalid_request)")
+	e.int(&lim.MaxMetadataBytes, "max-metadata-bytes", lim.MaxMetadataBytes, "largest message metadata, encoded JSON bytes (413 content_too_large)")
+	e.dur(&c.pingInterval, "ws-ping-interval", 30*time.Second, "WebSocket keepalive ping interval; a peer that does not answer within it is closed")
+	e.dur(&hc.WriteTimeout, "ws-write-timeout", hc.WriteTimeout, "bound on one WebSocket write; a connection that exceeds it is closed 1008 slow consumer")
+	e.int64(&hc.MaxLag, "ws-max-lag", hc.MaxLag, "events a live connection may fall behind before it is closed 1008 slow consumer")
+	e.int64(&c.wsReadLimit, "ws-read-limit", 4096, "largest client-to-server WebSocket message, in bytes")
+	e.int(&hc.RingSize, "ring-size", hc.RingSize, "recent events kept in memory per active session for live delivery")
+	e.dur(&hc.CursorFlushInterval, "cursor-flush-interval", hc.CursorFlushInterval, "how often advanced delivery cursors are persisted (one batched write)")
+	e.str(&c.logFormat, "log-format", "text", "log format: text or json")
+	e.str(&c.logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage: aspd [flags]\n\naspd serves the Agent Session Protocol. Every flag can also be set by the environment variable named beside it.\n\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if err == flag.ErrHelp {
+			os.Exit(0)
+		}
+		return nil, err
+	}
+	if e.err != nil {
+		return nil, e.err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+	c.limits = lim
+	c.hub = hc
+	switch {
+	case c.graceWindow <= 0:
+		return nil, fmt.Errorf("--grace-window must be positive")
+	case c.maxBodyBytes < 1024:
+		return nil, fmt.Errorf("--max-body-bytes must be at least 1024")
+	case lim.MaxContentBytes <= 0 || lim.MaxParts <= 0 || lim.MaxInvitees <= 0 || lim.MaxTopicBytes <= 0 || lim.MaxMetadataBytes <= 0:
+		return nil, fmt.Errorf("limits must be positive")
+	case c.pingInterval <= 0 || hc.WriteTimeout <= 0 || hc.MaxLag <= 0 || hc.RingSize <= 0 || hc.CursorFlushInterval <= 0 || c.wsReadLimit <= 0:
+		return nil, fmt.Errorf("WebSocket and delivery settings must be positive")
+	}
+	return c, nil
+}

@@ -1,0 +1,145 @@
+// Command aspd is the Agent Session Protocol operator: it serves the ASP REST
+// and WebSocket API and an operator API, on PostgreSQL or, with no database
+// configured, on an embedded SQLite store in a local data directory.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/aspd/aspd/server"
+	"github.com/aspd/aspd/store"
+)
+
+func main() {
+	cfg, err := parseConfig(os.Args[1:])
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "aspd:", err)
+		os.Exit(2)
+	}
+	if err := run(cfg); err != nil {
+		slog.Error("aspd stopped", "err", err)
+		os.Exit(1)
+	}
+}
+
+func run(cfg *config) error {
+	log := newLogger(cfg.logFormat, cfg.logLevel)
+	slog.SetDefault(log)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	dbURL := cfg.databaseURL
+	if dbURL == "" {
+		dbURL = filepath.Join(cfg.dataDir, "aspd.db")
+		log.Info("using the embedded store (single node); for production set --database-url / ASPD_DATABASE_URL to a postgres:// URL",
+			"path", dbURL)
+	}
+	st, err := store.Open(ctx, dbURL)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	log.Info("store ready", "dialect", st.Dialect())
+
+	adminHash, err := adminToken(cfg, log)
+	if err != nil {
+		return err
+	}
+	if cfg.seed != "" {
+		n, err := seed(ctx, st, cfg.seed)
+		if err != nil {
+			return err
+		}
+		log.Info("seeded agents", "file", cfg.seed, "agents", n)
+	}
+
+	srv := server.New(server.Config{
+		Limits:         cfg.limits,
+		MaxBodyBytes:   cfg.maxBodyBytes,
+		AdminTokenHash: adminHash,
+		GraceWindow:    cfg.graceWindow,
+		PingInterval:   cfg.pingInterval,
+		WSReadLimit:    cfg.wsReadLimit,
+		Hub:            cfg.hub,
+	}, st, log)
+	if err := srv.Start(ctx); err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", cfg.listen)
+	if err != nil {
+		return err
+	}
+	httpSrv := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- httpSrv.Serve(ln) }()
+	log.Info("aspd listening", "addr", "http://"+ln.Addr().String(), "grace_window", cfg.graceWindow)
+
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	log.Info("shutting down")
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	srv.Close() // closes WebSockets (1001) and flushes cursors
+	if err := httpSrv.Shutdown(shutdownCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// adminToken returns the SHA-256 of the operator token: from
+// ASPD_ADMIN_TOKEN, else from the token file, which is created with a fresh
+// random token (mode 0600) when it does not exist.
+func adminToken(cfg *config, log *slog.Logger) ([]byte, error) {
+	if cfg.adminToken != "" {
+		return server.HashToken(cfg.adminToken), nil
+	}
+	path := cfg.adminTokenFile
+	if path == "" {
+		path = filepath.Join(cfg.dataDir, "admin.token")
+	}
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+			return nil, err
+		}
+		tok := server.NewToken()
+		if err := os.WriteFile(path, []byte(tok+"\n"), 0o600); err != nil {
+			return nil, fmt.Errorf("writing admin token file: %w", err)
+		}
+		log.Info("generated the operator (admin) token", "file", path)
+		return server.HashToken(tok), nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading admin token file: %w", err)
+	}
+	tok := strings.TrimSpace(string(b))
+	if len(tok) < 16 {
+		return nil, fmt.Errorf("admin token in %s is shorter than 16 characters", path)
+	}
+	log.Info("operator (admin) token loaded", "file", path)
+	return server.HashToken(tok), nil
+}
+
+func newLogger(format, level string) *slog.Logger {
+	var lv slog.Level
+	_ = lv.UnmarshalText([]byte(level))
+	opts := &slog.HandlerOptions{Level: lv}
+	if format == "json" {
+		return slog.New(slog.NewJSONHandler(os.Stderr, opts))
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, opts))
+}

@@ -1,0 +1,358 @@
+package hub
+
+import (
+	"context"
+	"errors"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/aspd/aspd/protocol"
+	"github.com/aspd/aspd/replay"
+	"github.com/aspd/aspd/store"
+)
+
+// WebSocket close codes aspd uses (docs/websocket.md).
+const (
+	CloseNormal       = 1000
+	CloseGoingAway    = 1001 // server shutting down
+	ClosePolicy       = 1008 // slow consumer
+	CloseInternal     = 1011 // server-side failure; reconnect
+	CloseUnauthorized = 4001 // token rotated or revoked, agent deleted
+)
+
+// Transport is one live connection's outbound side.
+type Transport interface {
+	// Write sends one event; it must respect ctx's deadline.
+	Write(ctx context.Context, msg []byte) error
+	// Close closes the connection with a WebSocket close code and reason.
+	Close(code int, reason string)
+}
+
+// Conn is one live connection of an agent. Its writer goroutine (Run) is
+// the only one that writes to the transport.
+type Conn struct {
+	hub    *Hub
+	handle string
+	tr     Transport
+	opened time.Time
+
+	mu       sync.Mutex
+	dirty    map[string]int64 // session -> head announced and not yet pulled
+	pos      map[string]int64 // session -> last sequence written (for cursors)
+	posDirty map[string]bool
+	replayed bool // the initial replay is done; lag limits apply from then on
+
+	wake      chan struct{}
+	closed    chan struct{}
+	closeOnce sync.Once
+
+	// Writer-owned state.
+	sessions  map[string]*connSession
+	delivered int64
+}
+
+type connSession struct {
+	view    replay.View
+	sent    int64
+	resetAt int64 // sequence of the own session.joined that last restarted the pull
+}
+
+// Attach registers a new connection of handle. If it is the agent's first,
+// presence is told first, so the reconnect events are part of the replay.
+func (h *Hub) Attach(ctx context.Context, handle string, tr Transport) (*Conn, error) {
+	c := &Conn{hub: h, handle: handle, tr: tr, opened: time.Now(),
+		dirty: map[string]int64{}, pos: map[string]int64{}, posDirty: map[string]bool{},
+		wake: make(chan struct{}, 1), closed: make(chan struct{}), sessions: map[string]*connSession{}}
+	lock := h.presenceLock(handle)
+	lock.Lock()
+	defer lock.Unlock()
+	h.mu.Lock()
+	if h.closing {
+		h.mu.Unlock()
+		return nil, errors.New("hub: shutting down")
+	}
+	first := len(h.agents[handle]) == 0
+	if first {
+		h.agents[handle] = map[*Conn]struct{}{}
+	}
+	h.agents[handle][c] = struct{}{}
+	total := len(h.agents[handle])
+	h.mu.Unlock()
+	if first && h.presence != nil {
+		h.presence.Online(ctx, handle)
+	}
+	h.log.Info("connected", "agent", handle, "connections", total, "first", first)
+	return c, nil
+}
+
+func (h *Hub) detach(c *Conn, reason string) {
+	lock := h.presenceLock(c.handle)
+	lock.Lock()
+	defer lock.Unlock()
+	h.mu.Lock()
+	conns := h.agents[c.handle]
+	// Persist what this connection delivered before it stops counting.
+	cursors := collectCursors(c.handle, conns)
+	delete(conns, c)
+	last := len(conns) == 0
+	if last {
+		delete(h.agents, c.handle)
+	}
+	closing := h.closing
+	h.mu.Unlock()
+	h.saveCursors(cursors)
+	if last && !closing && h.presence != nil {
+		h.presence.Offline(context.Background(), c.handle)
+	}
+	h.log.Info("disconnected", "agent", c.handle, "reason", reason, "last", last,
+		"delivered", c.delivered, "duration", time.Since(c.opened).Round(time.Millisecond))
+}
+
+// notify announces that a session has events up to head. Called with h.mu held.
+func (c *Conn) notify(sessionID string, head int64) {
+	c.mu.Lock()
+	if head > c.dirty[sessionID] {
+		c.dirty[sessionID] = head
+	}
+	p, known := c.pos[sessionID]
+	lagging := c.replayed && known && head-p > c.hub.cfg.MaxLag
+	c.mu.Unlock()
+	if lagging {
+		go c.Close(ClosePolicy, "slow consumer")
+		return
+	}
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (c *Conn) markPosDirty(sessionID string) {
+	c.mu.Lock()
+	c.posDirty[sessionID] = true
+	c.mu.Unlock()
+}
+
+func (c *Conn) takeDirtyPositions(into map[string]bool) {
+	c.mu.Lock()
+	for sid := range c.posDirty {
+		into[sid] = true
+	}
+	clear(c.posDirty)
+	c.mu.Unlock()
+}
+
+func (c *Conn) position(sessionID string) (int64, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p, ok := c.pos[sessionID]
+	return p, ok
+}
+
+// Close closes the connection; safe to call more than once, from anywhere.
+func (c *Conn) Close(code int, reason string) {
+	c.closeOnce.Do(func() {
+		close(c.closed)
+		c.tr.Close(code, reason)
+	})
+}
+
+// Done is closed when the connection is closed.
+func (c *Conn) Done() <-chan struct{} { return c.closed }
+
+// Run replays everything the agent missed, then delivers live events until
+// ctx ends or the connection is closed. It always detaches the connection.
+func (c *Conn) Run(ctx context.Context) {
+	reason := "closed"
+	defer func() { c.hub.detach(c, reason) }()
+	start := time.Now()
+	pending, err := c.hub.st.PendingSessions(ctx, c.handle)
+	if err != nil {
+		c.hub.log.Error("replay: listing pending sessions failed", "agent", c.handle, "err", err)
+		reason = "internal error"
+		c.Close(CloseInternal, "internal error")
+		return
+	}
+	c.mu.Lock()
+	for _, p := range pending {
+		c.sessions[p.SessionID] = &connSession{view: p.View, sent: p.Cursor}
+		c.pos[p.SessionID] = p.Cursor
+		if p.LastSeq > c.dirty[p.SessionID] {
+			c.dirty[p.SessionID] = p.LastSeq
+		}
+	}
+	c.mu.Unlock()
+	if err := c.drain(ctx); err != nil {
+		reason = c.fail(err)
+		return
+	}
+	c.mu.Lock()
+	c.replayed = true
+	c.mu.Unlock()
+	c.hub.log.Info("replay done", "agent", c.handle, "sessions", len(pending), "events", c.delivered,
+		"duration", time.Since(start).Round(time.Microsecond))
+	for {
+		select {
+		case <-ctx.Done():
+			reason = "context done"
+			return
+		case <-c.closed:
+			return
+		case <-c.wake:
+			if err := c.drain(ctx); err != nil {
+				reason = c.fail(err)
+				return
+			}
+		}
+	}
+}
+
+func (c *Conn) fail(err error) string {
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		c.Close(ClosePolicy, "slow consumer")
+		return "slow consumer (write timeout)"
+	case errors.Is(err, errClosed):
+		return "closed"
+	default:
+		c.Close(CloseInternal, "internal error")
+		return err.Error()
+	}
+}
+
+var errClosed = errors.New("hub: connection closed")
+
+// drain pulls every announced session until nothing announced remains.
+func (c *Conn) drain(ctx context.Context) error {
+	for {
+		c.mu.Lock()
+		if len(c.dirty) == 0 {
+			c.mu.Unlock()
+			return nil
+		}
+		work := make([]string, 0, len(c.dirty))
+		heads := make(map[string]int64, len(c.dirty))
+		for sid, head := range c.dirty {
+			work = append(work, sid)
+			heads[sid] = head
+		}
+		clear(c.dirty)
+		c.mu.Unlock()
+		sort.Strings(work)
+		for _, sid := range work {
+			if err := c.pull(ctx, sid, heads[sid]); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// pull writes, in order, every event of a session after what this
+// connection last wrote, up to head, that the agent may see.
+func (c *Conn) pull(ctx context.Context, sessionID string, head int64) error {
+	cs, err := c.session(ctx, sessionID)
+	if err != nil || cs == nil {
+		return err
+	}
+	for cs.sent < head {
+		select {
+		case <-c.closed:
+			return errClosed
+		default:
+		}
+		batch, fromStore := c.hub.fromRing(sessionID, cs.sent, head, c.hub.cfg.ReadBatch)
+		if fromStore {
+			if batch, err = c.hub.st.EventsAfter(ctx, sessionID, cs.sent, c.hub.cfg.ReadBatch); err != nil {
+				return err
+			}
+		}
+		if len(batch) == 0 {
+			return nil // not published yet; its publisher will wake us
+		}
+		restarted := false
+		for i := range batch {
+			e := &batch[i]
+			if isMembership(e) && (e.Subject == c.handle || e.Type == protocol.EventReopened) {
+				if cs.view, err = c.hub.st.View(ctx, sessionID, c.handle); err != nil {
+					return err
+				}
+				if e.Type == protocol.EventJoined && e.Subject == c.handle && e.Sequence > cs.resetAt {
+					// A join replays the transcript up to the join: restart at 1.
+					cs.resetAt = e.Sequence
+					cs.sent = 0
+					restarted = true
+					break
+				}
+			}
+			if replay.Visible(cs.view, e.Meta()) {
+				if err := c.write(ctx, e.Body); err != nil {
+					return err
+				}
+			}
+			cs.sent = e.Sequence
+		}
+		c.mu.Lock()
+		c.pos[sessionID] = cs.sent
+		c.posDirty[sessionID] = true
+		c.mu.Unlock()
+		if restarted {
+			continue
+		}
+	}
+	return nil
+}
+
+func isMembership(e *store.StoredEvent) bool {
+	switch e.Type {
+	case protocol.EventInvited, protocol.EventJoined, protocol.EventLeft, protocol.EventReopened:
+		return true
+	}
+	return false
+}
+
+// session returns the writer's state for a session, loading the agent's
+// view and durable cursor the first time. nil means the agent is not a
+// participant (a stale announcement).
+func (c *Conn) session(ctx context.Context, sessionID string) (*connSession, error) {
+	if cs, ok := c.sessions[sessionID]; ok {
+		return cs, nil
+	}
+	v, err := c.hub.st.View(ctx, sessionID, c.handle)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	cur, err := c.hub.st.Cursor(ctx, c.handle, sessionID)
+	if err != nil {
+		return nil, err
+	}
+	cs := &connSession{view: v, sent: cur}
+	c.sessions[sessionID] = cs
+	c.mu.Lock()
+	if _, ok := c.pos[sessionID]; !ok {
+		c.pos[sessionID] = cur
+	}
+	c.mu.Unlock()
+	return cs, nil
+}
+
+func (c *Conn) write(ctx context.Context, body []byte) error {
+	wctx, cancel := context.WithTimeout(ctx, c.hub.cfg.WriteTimeout)
+	defer cancel()
+	if err := c.tr.Write(wctx, body); err != nil {
+		select {
+		case <-c.closed:
+			return errClosed
+		default:
+		}
+		if wctx.Err() != nil {
+			return context.DeadlineExceeded
+		}
+		return err
+	}
+	c.delivered++
+	return nil
+}

@@ -1,0 +1,271 @@
+// Package hub routes committed session events to agents' live connections.
+//
+// Publication carries whole commits, but connections do not receive pushed
+// events: each connection pulls, per session, everything after what it last
+// wrote, from a small in-memory ring of recent events or, when it is further
+// behind, from the store. That one mechanism gives strict per-session order
+// (racing publishers cannot reorder a pull), replay after an outage (a new
+// connection is a writer that starts at its durable cursor) and the join
+// replay (a join restarts the joiner's pull at sequence 1).
+package hub
+
+import (
+	"context"
+	"log/slog"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/aspd/aspd/replay"
+	"github.com/aspd/aspd/store"
+)
+
+// Store is what the hub reads and writes; *store.Store implements it.
+type Store interface {
+	EventsAfter(ctx context.Context, sessionID string, after int64, limit int) ([]store.StoredEvent, error)
+	View(ctx context.Context, sessionID, handle string) (replay.View, error)
+	Cursor(ctx context.Context, handle, sessionID string) (int64, error)
+	PendingSessions(ctx context.Context, handle string) ([]store.Pending, error)
+	SaveCursors(ctx context.Context, cursors []replay.Cursor) error
+}
+
+// Config bounds the hub's memory and every connection's queue.
+type Config struct {
+	RingSize            int           // recent events kept in memory per session
+	MaxLag              int64         // events a live connection may fall behind before it is cut off
+	WriteTimeout        time.Duration // bound on one write to a connection
+	CursorFlushInterval time.Duration // how often advanced cursors are persisted, in one batch
+	ReadBatch           int           // events per store read when catching up
+}
+
+// DefaultConfig is the hub configuration aspd uses unless told otherwise.
+func DefaultConfig() Config {
+	return Config{RingSize: 256, MaxLag: 4096, WriteTimeout: 10 * time.Second, CursorFlushInterval: 250 * time.Millisecond, ReadBatch: 500}
+}
+
+// Presence is told when an agent's first connection opens and its last one
+// closes; the server appends session.reconnected / session.disconnected.
+type Presence interface {
+	Online(ctx context.Context, handle string)
+	Offline(ctx context.Context, handle string)
+}
+
+// Hub holds every live connection of this node.
+type Hub struct {
+	cfg      Config
+	st       Store
+	presence Presence
+	log      *slog.Logger
+
+	mu      sync.Mutex
+	agents  map[string]map[*Conn]struct{}
+	closing bool
+
+	ringMu sync.Mutex
+	rings  map[string]*ring
+	tick   int64
+
+	presenceLocks sync.Map // handle -> *sync.Mutex: serialises first-open / last-close
+
+	done chan struct{}
+	wg   sync.WaitGroup
+}
+
+// New starts a hub. Call Close to stop it.
+func New(cfg Config, st Store, presence Presence, log *slog.Logger) *Hub {
+	h := &Hub{cfg: cfg, st: st, presence: presence, log: log,
+		agents: map[string]map[*Conn]struct{}{}, rings: map[string]*ring{}, done: make(chan struct{})}
+	h.wg.Add(1)
+	go h.background()
+	return h
+}
+
+// Publish hands a committed transaction's events to the ring and wakes the
+// connections of every recipient. It never blocks on a connection.
+func (h *Hub) Publish(c *store.Commit) {
+	if c == nil || len(c.Events) == 0 {
+		return
+	}
+	h.ringMu.Lock()
+	r, ok := h.rings[c.SessionID]
+	if !ok {
+		r = newRing(h.cfg.RingSize)
+		h.rings[c.SessionID] = r
+	}
+	r.insert(c.Events)
+	r.used = h.tick
+	h.ringMu.Unlock()
+
+	head := c.Events[len(c.Events)-1].Sequence
+	h.mu.Lock()
+	for _, handle := range c.Recipients {
+		for conn := range h.agents[handle] {
+			conn.notify(c.SessionID, head)
+		}
+	}
+	h.mu.Unlock()
+}
+
+// PublishAll publishes several commits.
+func (h *Hub) PublishAll(cs []*store.Commit) {
+	for _, c := range cs {
+		h.Publish(c)
+	}
+}
+
+// fromRing returns up to limit events of a session after `after`, from memory.
+func (h *Hub) fromRing(sessionID string, after, upto int64, limit int) ([]store.StoredEvent, bool) {
+	h.ringMu.Lock()
+	defer h.ringMu.Unlock()
+	r, ok := h.rings[sessionID]
+	if !ok {
+		return nil, true
+	}
+	r.used = h.tick
+	return r.after(after, upto, limit)
+}
+
+func (h *Hub) presenceLock(handle string) *sync.Mutex {
+	m, _ := h.presenceLocks.LoadOrStore(handle, &sync.Mutex{})
+	return m.(*sync.Mutex)
+}
+
+// Online reports whether handle has at least one live connection here.
+func (h *Hub) Online(handle string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.agents[handle]) > 0
+}
+
+// Connections returns the number of live connections.
+func (h *Hub) Connections() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := 0
+	for _, cs := range h.agents {
+		n += len(cs)
+	}
+	return n
+}
+
+// Disconnect closes every connection of handle (token rotated or revoked,
+// agent deleted) with the given close code and reason.
+func (h *Hub) Disconnect(handle string, code int, reason string) {
+	h.mu.Lock()
+	var conns []*Conn
+	for c := range h.agents[handle] {
+		conns = append(conns, c)
+	}
+	h.mu.Unlock()
+	for _, c := range conns {
+		c.Close(code, reason)
+	}
+}
+
+// Close closes every connection with 1001 (going away), flushes cursors and
+// stops the hub. Presence is not changed: the next start-up's presence
+// recovery gives every agent that was online a fresh grace window.
+func (h *Hub) Close() {
+	h.mu.Lock()
+	h.closing = true
+	var conns []*Conn
+	for _, cs := range h.agents {
+		for c := range cs {
+			conns = append(conns, c)
+		}
+	}
+	h.mu.Unlock()
+	for _, c := range conns {
+		c.Close(CloseGoingAway, "server shutting down")
+	}
+	close(h.done)
+	h.wg.Wait()
+	h.flushCursors(true)
+}
+
+func (h *Hub) background() {
+	defer h.wg.Done()
+	t := time.NewTicker(h.cfg.CursorFlushInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-h.done:
+			return
+		case <-t.C:
+			h.flushCursors(false)
+			h.evictRings()
+		}
+	}
+}
+
+// evictRings drops rings of sessions idle for a while (about 2 minutes).
+func (h *Hub) evictRings() {
+	h.ringMu.Lock()
+	defer h.ringMu.Unlock()
+	h.tick++
+	idle := int64(2*time.Minute/h.cfg.CursorFlushInterval) + 1
+	for id, r := range h.rings {
+		if h.tick-r.used > idle {
+			delete(h.rings, id)
+		}
+	}
+}
+
+// flushCursors persists, in one batch, every cursor that advanced since the
+// last flush. An agent's cursor in a session is the lowest position among
+// its live connections that carry that session, so no connection of the
+// agent is ever ahead of the durable cursor's promise.
+func (h *Hub) flushCursors(final bool) {
+	h.mu.Lock()
+	var out []replay.Cursor
+	for handle, conns := range h.agents {
+		out = append(out, collectCursors(handle, conns)...)
+	}
+	h.mu.Unlock()
+	h.saveCursors(out)
+}
+
+func (h *Hub) saveCursors(cs []replay.Cursor) {
+	if len(cs) == 0 {
+		return
+	}
+	sort.Slice(cs, func(i, j int) bool {
+		if cs[i].Handle != cs[j].Handle {
+			return cs[i].Handle < cs[j].Handle
+		}
+		return cs[i].SessionID < cs[j].SessionID
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := h.st.SaveCursors(ctx, cs); err != nil {
+		h.log.Error("saving cursors failed; they will be retried", "count", len(cs), "err", err)
+		// Put them back so the next flush retries them.
+		h.mu.Lock()
+		for _, c := range cs {
+			for conn := range h.agents[c.Handle] {
+				conn.markPosDirty(c.SessionID)
+			}
+		}
+		h.mu.Unlock()
+	}
+}
+
+func collectCursors(handle string, conns map[*Conn]struct{}) []replay.Cursor {
+	dirty := map[string]bool{}
+	for c := range conns {
+		c.takeDirtyPositions(dirty)
+	}
+	out := make([]replay.Cursor, 0, len(dirty))
+	for sid := range dirty {
+		low := int64(-1)
+		for c := range conns {
+			if p, ok := c.position(sid); ok && (low < 0 || p < low) {
+				low = p
+			}
+		}
+		if low >= 0 {
+			out = append(out, replay.Cursor{Handle: handle, SessionID: sid, Seq: low})
+		}
+	}
+	return out
+}

@@ -1,0 +1,371 @@
+// Package server exposes aspd over HTTP: the ASP agent API (REST and
+// WebSocket /connect), the operator API under /admin/v1, and health checks.
+// Handlers decode and validate with package protocol, persist with package
+// store, and publish committed events to package hub, in that order.
+package server
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/aspd/aspd/hub"
+	"github.com/aspd/aspd/protocol"
+	"github.com/aspd/aspd/store"
+)
+
+// Config is the server's configuration; cmd/aspd fills it from flags.
+type Config struct {
+	Limits         protocol.Limits
+	MaxBodyBytes   int64         // request body limit
+	AdminTokenHash []byte        // SHA-256 of the operator token
+	GraceWindow    time.Duration // how long a disconnected agent stays joined
+	PingInterval   time.Duration // WebSocket keepalive
+	WSReadLimit    int64         // largest client-to-server WebSocket message
+	Hub            hub.Config
+}
+
+// Server is aspd's HTTP surface.
+type Server struct {
+	cfg   Config
+	st    *store.Store
+	hub   *hub.Hub
+	log   *slog.Logger
+	echo  *echo.Echo
+	auth  *authCache
+	ready func() bool
+
+	stop chan struct{}
+	wg   sync.WaitGroup
+}
+
+// New builds a server on st. Call Start to run background work and Close to stop.
+func New(cfg Config, st *store.Store, log *slog.Logger) *Server {
+	s := &Server{cfg: cfg, st: st, log: log, auth: newAuthCache(), stop: make(chan struct{})}
+	s.hub = hub.New(cfg.Hub, st, presence{s}, log)
+	s.echo = s.routes()
+	return s
+}
+
+// Handler returns the HTTP handler.
+func (s *Server) Handler() http.Handler { return s.echo }
+
+// Hub returns the delivery hub.
+func (s *Server) Hub() *hub.Hub { return s.hub }
+
+// Start recovers presence left by a previous process and starts the grace
+// window sweeper.
+func (s *Server) Start(ctx context.Context) error {
+	commits, err := s.st.RecoverPresence(ctx)
+	if err != nil {
+		return err
+	}
+	if len(commits) > 0 {
+		s.log.Info("presence recovered after restart: agents online before the restart have a fresh grace window", "sessions", len(commits))
+	}
+	s.hub.PublishAll(commits)
+	s.wg.Add(1)
+	go s.sweepGrace()
+	return nil
+}
+
+// Close stops background work and closes every live connection.
+func (s *Server) Close() {
+	close(s.stop)
+	s.wg.Wait()
+	s.hub.Close()
+}
+
+// sweepGrace promotes disconnects older than the grace window to
+// session.left {reason: grace_expired}.
+func (s *Server) sweepGrace() {
+	defer s.wg.Done()
+	every := min(max(s.cfg.GraceWindow/4, 50*time.Millisecond), time.Second)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			commits, err := s.st.ExpireGrace(ctx, time.Now().Add(-s.cfg.GraceWindow).UnixMilli())
+			cancel()
+			if err != nil {
+				s.log.Error("grace window sweep failed", "err", err)
+			}
+			if len(commits) > 0 {
+				s.log.Info("grace window expired", "sessions", len(commits))
+			}
+			s.hub.PublishAll(commits)
+		}
+	}
+}
+
+// presence appends session.reconnected/disconnected when an agent's first
+// connection opens or its last one closes.
+type presence struct{ s *Server }
+
+func (p presence) Online(ctx context.Context, h string) {
+	commits, err := p.s.st.MarkOnline(ctx, h)
+	if err != nil {
+		p.s.log.Error("presence: mark online failed", "agent", h, "err", err)
+	}
+	p.s.hub.PublishAll(commits)
+}
+
+func (p presence) Offline(ctx context.Context, h string) {
+	commits, err := p.s.st.MarkOffline(ctx, h)
+	if err != nil {
+		p.s.log.Error("presence: mark offline failed", "agent", h, "err", err)
+	}
+	p.s.hub.PublishAll(commits)
+}
+
+func (s *Server) routes() *echo.Echo {
+	e := echo.New()
+	e.HideBanner = true
+	e.HidePort = true
+	e.HTTPErrorHandler = s.errorHandler
+	e.Use(s.recoverer)
+
+	e.GET("/healthz", s.healthz)
+	e.GET("/readyz", s.readyz)
+
+	a := e.Group("", s.agentAuth)
+	a.POST("/sessions", s.createSession)
+	a.GET("/sessions", s.listSessions)
+	a.GET("/sessions/:id", s.getSession)
+	a.GET("/sessions/:id/events", s.listEvents)
+	a.POST("/sessions/:id/join", s.join)
+	a.POST("/sessions/:id/invite", s.invite)
+	a.POST("/sessions/:id/messages", s.sendMessage)
+	a.POST("/sessions/:id/leave", s.leave)
+	a.POST("/sessions/:id/end", s.end)
+	a.POST("/sessions/:id/reopen", s.reopen)
+	a.GET("/connect", s.connect)
+
+	s.adminRoutes(e.Group("/admin/v1", s.adminAuth))
+	return e
+}
+
+// errorHandler writes every error as {"error": {"code", "message"}}.
+func (s *Server) errorHandler(err error, c echo.Context) {
+	if c.Response().Committed {
+		return
+	}
+	var pe *protocol.Error
+	var he *echo.HTTPError
+	switch {
+	case errors.As(err, &pe):
+	case errors.As(err, &he):
+		switch he.Code {
+		case http.StatusNotFound:
+			pe = protocol.NotFound()
+		case http.StatusMethodNotAllowed:
+			pe = protocol.Errorf(he.Code, "method_not_allowed", "method not allowed")
+		case http.StatusRequestEntityTooLarge:
+			pe = s.bodyTooLarge()
+		default:
+			pe = protocol.Errorf(he.Code, "http_error", "%v", he.Message)
+		}
+	default:
+		s.log.Error("request failed", "method", c.Request().Method, "path", c.Path(), "err", err)
+		pe = protocol.Errorf(http.StatusInternalServerError, protocol.CodeInternal, "internal error")
+	}
+	if pe.Status == 0 {
+		pe.Status = http.StatusBadRequest
+	}
+	if pe.Status == http.StatusTooManyRequests && c.Response().Header().Get("Retry-After") == "" {
+		c.Response().Header().Set("Retry-After", "1")
+	}
+	_ = c.JSON(pe.Status, protocol.ErrorBody{Error: pe})
+}
+
+func (s *Server) recoverer(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) (err error) {
+		defer func() {
+			if r := recover(); r != nil {
+				s.log.Error("panic in handler", "path", c.Path(), "panic", r)
+				err = errors.New("panic")
+			}
+		}()
+		return next(c)
+	}
+}
+
+func (s *Server) bodyTooLarge() *protocol.Error {
+	return protocol.Errorf(http.StatusRequestEntityTooLarge, protocol.CodeBodyTooLarge, "request body exceeds %d bytes", s.cfg.MaxBodyBytes)
+}
+
+// readBody reads the request body within MaxBodyBytes.
+func (s *Server) readBody(c echo.Context) ([]byte, error) {
+	r := http.MaxBytesReader(c.Response(), c.Request().Body, s.cfg.MaxBodyBytes)
+	b, err := io.ReadAll(r)
+	var mbe *http.MaxBytesError
+	if errors.As(err, &mbe) {
+		return nil, s.bodyTooLarge()
+	}
+	if err != nil {
+		return nil, protocol.Errorf(http.StatusBadRequest, protocol.CodeMalformedJSON, "reading body: %v", err)
+	}
+	return b, nil
+}
+
+// decode reads and strictly decodes the body into v.
+func (s *Server) decode(c echo.Context, v any) error {
+	b, err := s.readBody(c)
+	if err != nil {
+		return err
+	}
+	if perr := protocol.DecodeStrict(b, v); perr != nil {
+		return perr
+	}
+	return nil
+}
+
+func (s *Server) healthz(c echo.Context) error {
+	return c.JSON(http.StatusOK, map[string]string{"status": "ok"})
+}
+
+// readyz reports ready when the database answers.
+func (s *Server) readyz(c echo.Context) error {
+	ctx, cancel := context.WithTimeout(c.Request().Context(), 2*time.Second)
+	defer cancel()
+	if err := s.st.Ping(ctx); err != nil {
+		return protocol.Errorf(http.StatusServiceUnavailable, protocol.CodeUnavailable, "database unreachable")
+	}
+	return c.JSON(http.StatusOK, map[string]any{"status": "ready", "store": s.st.Dialect(), "connections": s.hub.Connections()})
+}
+
+// HashToken returns the SHA-256 of a bearer token. Tokens are >= 256-bit
+// random strings, so a fast hash is what protects them at rest; a slow KDF
+// would only slow every request.
+func HashToken(token string) []byte {
+	h := sha256.Sum256([]byte(token))
+	return h[:]
+}
+
+func bearer(r *http.Request) string {
+	auth := r.Header.Get("Authorization")
+	if len(auth) > 7 && strings.EqualFold(auth[:7], "bearer ") {
+		return strings.TrimSpace(auth[7:])
+	}
+	return ""
+}
+
+func unauthorized() *protocol.Error {
+	return protocol.Errorf(http.StatusUnauthorized, protocol.CodeUnauthorized, "missing or invalid bearer token")
+}
+
+// adminAuth checks the operator token in constant time.
+func (s *Server) adminAuth(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		tok := bearer(c.Request())
+		if tok == "" || len(s.cfg.AdminTokenHash) == 0 || subtle.ConstantTimeCompare(HashToken(tok), s.cfg.AdminTokenHash) != 1 {
+			c.Response().Header().Set("WWW-Authenticate", `Bearer realm="aspd-admin"`)
+			return unauthorized()
+		}
+		return next(c)
+	}
+}
+
+// agentAuth authenticates an agent by bearer token (or ?token= on
+// /connect only) and stores its handle in the context.
+func (s *Server) agentAuth(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		tok := bearer(c.Request())
+		if tok == "" && c.Path() == "/connect" {
+			tok = c.QueryParam("token")
+		}
+		if tok == "" {
+			c.Response().Header().Set("WWW-Authenticate", `Bearer realm="aspd"`)
+			return unauthorized()
+		}
+		handle, err := s.authenticate(c.Request().Context(), tok)
+		if err != nil {
+			c.Response().Header().Set("WWW-Authenticate", `Bearer realm="aspd"`)
+			return err
+		}
+		c.Set("agent", handle)
+		return next(c)
+	}
+}
+
+func (s *Server) authenticate(ctx context.Context, tok string) (string, error) {
+	hash := HashToken(tok)
+	if h, ok := s.auth.get(hash); ok {
+		return h, nil
+	}
+	h, err := s.st.Authenticate(ctx, hash)
+	if errors.Is(err, store.ErrNotFound) {
+		return "", unauthorized()
+	}
+	if err != nil {
+		return "", err
+	}
+	s.auth.put(hash, h)
+	return h, nil
+}
+
+func agent(c echo.Context) string { return c.Get("agent").(string) }
+
+// authCache maps token hashes to handles so authenticated requests cost no
+// database round trip. Rotation, revocation and deletion evict the handle's
+// entries at once (this node; a cluster would add a short TTL).
+type authCache struct {
+	mu       sync.RWMutex
+	byHash   map[[32]byte]string
+	byHandle map[string][][32]byte
+}
+
+func newAuthCache() *authCache {
+	return &authCache{byHash: map[[32]byte]string{}, byHandle: map[string][][32]byte{}}
+}
+
+func (a *authCache) get(hash []byte) (string, bool) {
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	h, ok := a.byHash[[32]byte(hash)]
+	return h, ok
+}
+
+func (a *authCache) put(hash []byte, handle string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if len(a.byHash) > 100_000 {
+		clear(a.byHash)
+		clear(a.byHandle)
+	}
+	k := [32]byte(hash)
+	a.byHash[k] = handle
+	a.byHandle[handle] = append(a.byHandle[handle], k)
+}
+
+func (a *authCache) evict(handle string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, k := range a.byHandle[handle] {
+		delete(a.byHash, k)
+	}
+	delete(a.byHandle, handle)
+}
+
+// requestHash identifies a request for idempotent retries: the same key with
+// a different request is refused rather than silently answered.
+func requestHash(v any) string {
+	b, _ := json.Marshal(v)
+	h := sha256.Sum256(b)
+	return hex.EncodeToString(h[:16])
+}
