@@ -78,4 +78,3 @@ func (t *wsTransport) Close(code int, reason string) {
 	// off the caller's goroutine so a slow peer never stalls the hub.
 	go t.ws.Close(websocket.StatusCode(code), reason)
 }
-

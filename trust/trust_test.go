@@ -4,7 +4,9 @@ import "testing"
 
 func TestCanContact(t *testing.T) {
 	open := func(h string) Agent { return Agent{Handle: h, Policy: Open} }
-	list := func(h string, entries ...string) Agent { return Agent{Handle: h, Policy: Allowlist, Allowlist: entries} }
+	list := func(h string, entries ...string) Agent {
+		return Agent{Handle: h, Policy: Allowlist, Allowlist: entries}
+	}
 	blocking := func(a Agent, blocked ...string) Agent { a.Blocks = blocked; return a }
 
 	tests := []struct {

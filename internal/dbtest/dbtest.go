@@ -27,7 +27,7 @@ var counter atomic.Int64
 
 // Backend is one database backend under test.
 type Backend struct {
-	Name string                         // "sqlite" or "postgres"
+	Name string                          // "sqlite" or "postgres"
 	New  func(t testing.TB) (url string) // a fresh, empty database
 }
 
