@@ -22,6 +22,10 @@ import (
 )
 
 func main() {
+	if len(os.Args) > 1 && (os.Args[1] == "export" || os.Args[1] == "import") {
+		// Moving a network between stores: see portable.go.
+		os.Exit(runPortable(os.Args[1], os.Args[2:]))
+	}
 	cfg, err := parseConfig(os.Args[1:])
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "aspd:", err)
