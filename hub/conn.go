@@ -77,6 +77,7 @@ func (h *Hub) Attach(ctx context.Context, handle string, tr Transport) (*Conn, e
 		h.agents[handle] = map[*Conn]struct{}{}
 	}
 	h.agents[handle][c] = struct{}{}
+	h.conns.Add(1)
 	total := len(h.agents[handle])
 	h.mu.Unlock()
 	if first && h.presence != nil {
@@ -87,6 +88,7 @@ func (h *Hub) Attach(ctx context.Context, handle string, tr Transport) (*Conn, e
 }
 
 func (h *Hub) detach(c *Conn, reason string) {
+	defer h.conns.Done()
 	lock := h.presenceLock(c.handle)
 	lock.Lock()
 	defer lock.Unlock()

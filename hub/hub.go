@@ -67,8 +67,9 @@ type Hub struct {
 
 	presenceLocks sync.Map // handle -> *sync.Mutex: serialises first-open / last-close
 
-	done chan struct{}
-	wg   sync.WaitGroup
+	done  chan struct{}
+	wg    sync.WaitGroup // background goroutine
+	conns sync.WaitGroup // attached connections, until detached
 }
 
 // New starts a hub. Call Close to stop it.
@@ -178,9 +179,17 @@ func (h *Hub) Close() {
 	for _, c := range conns {
 		c.Close(CloseGoingAway, "server shutting down")
 	}
+	// Wait (bounded) for every connection to detach and save its cursors.
+	waited := make(chan struct{})
+	go func() { h.conns.Wait(); close(waited) }()
+	select {
+	case <-waited:
+	case <-time.After(5 * time.Second):
+		h.log.Warn("shutdown: some connections did not detach within 5s")
+	}
 	close(h.done)
 	h.wg.Wait()
-	h.flushCursors(true)
+	h.flushCursors()
 }
 
 func (h *Hub) background() {
@@ -192,7 +201,7 @@ func (h *Hub) background() {
 		case <-h.done:
 			return
 		case <-t.C:
-			h.flushCursors(false)
+			h.flushCursors()
 			h.evictRings()
 		}
 	}
@@ -215,7 +224,7 @@ func (h *Hub) evictRings() {
 // last flush. An agent's cursor in a session is the lowest position among
 // its live connections that carry that session, so no connection of the
 // agent is ever ahead of the durable cursor's promise.
-func (h *Hub) flushCursors(final bool) {
+func (h *Hub) flushCursors() {
 	h.mu.Lock()
 	var out []replay.Cursor
 	for handle, conns := range h.agents {

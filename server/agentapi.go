@@ -21,27 +21,30 @@ func sessionID(c echo.Context) (string, error) {
 	return id, nil
 }
 
-// validateInitial validates an optional initial message.
-func (s *Server) validateInitial(m *protocol.InitialMessage) error {
+// validateInitial validates an optional initial message and returns the
+// recipients of the frames it carries.
+func (s *Server) validateInitial(m *protocol.InitialMessage, sender string) ([]string, error) {
 	if m == nil {
-		return nil
+		return nil, nil
 	}
-	if err := s.validateContent(m.Content); err != nil {
-		return err
+	recipients, err := s.validateContent(m.Content, sender)
+	if err != nil {
+		return nil, err
 	}
 	if err := s.cfg.Limits.ValidateMetadata(m.Metadata); err != nil {
-		return err
+		return nil, err
 	}
-	return nil
+	return recipients, nil
 }
 
-// validateContent validates message content (and, later, the agent-channel
-// frames its data parts carry).
-func (s *Server) validateContent(raw json.RawMessage) error {
-	if _, err := s.cfg.Limits.ValidateContent(raw); err != nil {
-		return err
+// validateContent validates message content, including the agent-channel
+// frames its data parts carry, and returns the frames' recipients.
+func (s *Server) validateContent(raw json.RawMessage, sender string) ([]string, error) {
+	c, err := s.cfg.Limits.ValidateContent(raw)
+	if err != nil {
+		return nil, err
 	}
-	return nil
+	return s.sessionFrames(c, sender)
 }
 
 func (s *Server) createSession(c echo.Context) error {
@@ -60,7 +63,8 @@ func (s *Server) createSession(c echo.Context) error {
 	if req.EndAfterSend && req.InitialMessage == nil {
 		return protocol.Invalid("end_after_send requires initial_message")
 	}
-	if err := s.validateInitial(req.InitialMessage); err != nil {
+	recipients, err := s.validateInitial(req.InitialMessage, me)
+	if err != nil {
 		return err
 	}
 	if err := protocol.ValidateIdempotencyKey(req.IdempotencyKey); err != nil {
@@ -72,7 +76,7 @@ func (s *Server) createSession(c echo.Context) error {
 	}
 	resp, commit, err := s.st.CreateSession(c.Request().Context(), store.CreateSession{
 		Creator: me, Invite: invite, Topic: req.Topic, Initial: req.InitialMessage,
-		EndAfterSend: req.EndAfterSend, IdempotencyKey: key, RequestHash: requestHash(req)})
+		EndAfterSend: req.EndAfterSend, IdempotencyKey: key, RequestHash: requestHash(req), FrameRecipients: recipients})
 	if err != nil {
 		return err
 	}
@@ -144,7 +148,8 @@ func (s *Server) sendMessage(c echo.Context) error {
 	if err := s.decode(c, &req); err != nil {
 		return err
 	}
-	if err := s.validateContent(req.Content); err != nil {
+	recipients, err := s.validateContent(req.Content, agent(c))
+	if err != nil {
 		return err
 	}
 	if err := s.cfg.Limits.ValidateMetadata(req.Metadata); err != nil {
@@ -158,7 +163,7 @@ func (s *Server) sendMessage(c echo.Context) error {
 		key = *req.IdempotencyKey
 	}
 	resp, commit, err := s.st.SendMessage(c.Request().Context(), store.SendMessage{SessionID: id, Sender: agent(c),
-		Content: req.Content, Metadata: req.Metadata, IdempotencyKey: key, RequestHash: requestHash(req)})
+		Content: req.Content, Metadata: req.Metadata, IdempotencyKey: key, RequestHash: requestHash(req), FrameRecipients: recipients})
 	if err != nil {
 		return err
 	}
@@ -180,10 +185,11 @@ func (s *Server) reopen(c echo.Context) error {
 	if perr != nil {
 		return perr
 	}
-	if err := s.validateInitial(req.InitialMessage); err != nil {
+	recipients, err := s.validateInitial(req.InitialMessage, me)
+	if err != nil {
 		return err
 	}
-	commit, err := s.st.Reopen(c.Request().Context(), id, me, invite, req.InitialMessage)
+	commit, err := s.st.Reopen(c.Request().Context(), id, me, invite, req.InitialMessage, recipients)
 	if err != nil {
 		return err
 	}

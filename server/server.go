@@ -23,6 +23,7 @@ import (
 	"github.com/aspd/aspd/hub"
 	"github.com/aspd/aspd/protocol"
 	"github.com/aspd/aspd/store"
+	"github.com/aspd/aspd/streams"
 )
 
 // Config is the server's configuration; cmd/aspd fills it from flags.
@@ -34,6 +35,7 @@ type Config struct {
 	PingInterval   time.Duration // WebSocket keepalive
 	WSReadLimit    int64         // largest client-to-server WebSocket message
 	Hub            hub.Config
+	Frames         FramesConfig
 }
 
 // Server is aspd's HTTP surface.
@@ -44,7 +46,9 @@ type Server struct {
 	log   *slog.Logger
 	echo  *echo.Echo
 	auth  *authCache
-	ready func() bool
+
+	streams *streams.Registry
+	limiter *rateLimiter
 
 	stop chan struct{}
 	wg   sync.WaitGroup
@@ -52,7 +56,8 @@ type Server struct {
 
 // New builds a server on st. Call Start to run background work and Close to stop.
 func New(cfg Config, st *store.Store, log *slog.Logger) *Server {
-	s := &Server{cfg: cfg, st: st, log: log, auth: newAuthCache(), stop: make(chan struct{})}
+	s := &Server{cfg: cfg, st: st, log: log, auth: newAuthCache(), stop: make(chan struct{}),
+		streams: streams.New(cfg.Frames.Retention), limiter: newRateLimiter(cfg.Frames.RatePerSecond, cfg.Frames.Burst)}
 	s.hub = hub.New(cfg.Hub, st, presence{s}, log)
 	s.echo = s.routes()
 	return s
@@ -155,6 +160,9 @@ func (s *Server) routes() *echo.Echo {
 	a.POST("/sessions/:id/end", s.end)
 	a.POST("/sessions/:id/reopen", s.reopen)
 	a.GET("/connect", s.connect)
+	a.POST("/frames", s.submitFrame)
+	a.GET("/stream", s.openStream)
+	a.GET("/stream/roster", s.roster)
 
 	s.adminRoutes(e.Group("/admin/v1", s.adminAuth))
 	return e

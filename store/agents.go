@@ -103,6 +103,12 @@ func (s *Store) GetAgent(ctx context.Context, handle string) (*Agent, error) {
 	return nil, ErrNotFound
 }
 
+// ListAgentsByHandle returns the live agents among handles, with their
+// trust settings; missing handles are absent from the map.
+func (s *Store) ListAgentsByHandle(ctx context.Context, handles []string) (map[string]*Agent, error) {
+	return loadAgents(ctx, s.read, dedupe(handles))
+}
+
 // ListAgents returns every live agent, sorted by handle, optionally of one owner.
 func (s *Store) ListAgents(ctx context.Context, owner string) ([]*Agent, error) {
 	q := `SELECT handle FROM agents WHERE deleted_at IS NULL`

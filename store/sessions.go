@@ -34,6 +34,9 @@ type CreateSession struct {
 	EndAfterSend   bool
 	IdempotencyKey string // "" when absent
 	RequestHash    string // identifies the request for idempotent retries
+	// FrameRecipients are the recipient_handles of agent-channel frames in
+	// the initial message; each must be a participant of the new session.
+	FrameRecipients []string
 }
 
 // CreateSession creates a session with the creator joined and the invitees
@@ -90,6 +93,9 @@ func (s *Store) CreateSession(ctx context.Context, req CreateSession) (protocol.
 			if err := t.invite(h, req.Creator, initial); err != nil {
 				return err
 			}
+		}
+		if err := t.checkFrameRecipients(req.FrameRecipients); err != nil {
+			return err
 		}
 		if req.EndAfterSend {
 			if err := t.end(req.Creator); err != nil {
@@ -256,6 +262,9 @@ type SendMessage struct {
 	Metadata       json.RawMessage
 	IdempotencyKey string
 	RequestHash    string
+	// FrameRecipients are the recipient_handles of the agent-channel frames
+	// the content carries; each must be a participant of the session.
+	FrameRecipients []string
 }
 
 // SendMessage appends a session.message from a joined sender. The
@@ -284,6 +293,9 @@ func (s *Store) SendMessage(ctx context.Context, req SendMessage) (protocol.Send
 		}
 		if t.status(req.Sender) != protocol.StatusJoined {
 			return errNotJoined
+		}
+		if err := t.checkFrameRecipients(req.FrameRecipients); err != nil {
+			return err
 		}
 		m := t.message(req.Sender, req.Content, req.Metadata, req.IdempotencyKey)
 		if _, err := t.append(protocol.EventMessage, req.Sender, nil, m); err != nil {
@@ -333,7 +345,7 @@ func (s *Store) End(ctx context.Context, id, caller string) (*Commit, error) {
 // re-invited prior participants see session.reopened and a new
 // session.invited; prior participants not re-invited become left and see
 // nothing after the end. Re-invitations pass trust like any invitation.
-func (s *Store) Reopen(ctx context.Context, id, caller string, invite []string, initial *protocol.InitialMessage) (*Commit, error) {
+func (s *Store) Reopen(ctx context.Context, id, caller string, invite []string, initial *protocol.InitialMessage, frameRecipients []string) (*Commit, error) {
 	return s.withSession(ctx, id, caller, func(t *sessionTx) error {
 		if t.state == protocol.StateActive {
 			return errActive
@@ -379,6 +391,9 @@ func (s *Store) Reopen(ctx context.Context, id, caller string, invite []string, 
 			if err := t.invite(h, caller, nil); err != nil {
 				return err
 			}
+		}
+		if err := t.checkFrameRecipients(frameRecipients); err != nil {
+			return err
 		}
 		if initial != nil {
 			m := t.message(caller, initial.Content, initial.Metadata, "")

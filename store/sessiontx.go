@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"sort"
 	"strings"
 
@@ -225,6 +226,18 @@ func (t *sessionTx) invite(h, by string, initial *protocol.Message) error {
 	p.invitedAt = sql.NullInt64{Int64: t.now, Valid: true}
 	_, err := t.append(protocol.EventInvited, h, nil, protocol.InvitedPayload{Invitee: h, By: by, Topic: t.topic, InitialMessage: initial})
 	return err
+}
+
+// checkFrameRecipients requires every agent-channel frame recipient to be a
+// current (invited or joined) participant.
+func (t *sessionTx) checkFrameRecipients(handles []string) error {
+	for _, h := range handles {
+		if st := t.status(h); st != protocol.StatusJoined && st != protocol.StatusInvited {
+			return &protocol.Error{Status: http.StatusBadRequest, Code: "field-invalid", Field: "recipient_handle",
+				Message: fmt.Sprintf("recipient_handle %s is not a participant of this session", h)}
+		}
+	}
+	return nil
 }
 
 // save writes the session row, the dirty participants and the new events.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/aspd/aspd/hub"
 	"github.com/aspd/aspd/protocol"
+	"github.com/aspd/aspd/server"
 )
 
 type config struct {
@@ -25,6 +26,8 @@ type config struct {
 	pingInterval   time.Duration
 	wsReadLimit    int64
 	hub            hub.Config
+	frames         server.FramesConfig
+	frameRate      string
 	logFormat      string
 	logLevel       string
 }
@@ -95,6 +98,8 @@ func parseConfig(args []string) (*config, error) {
 	e := &envFlags{fs: fs}
 	lim := protocol.DefaultLimits()
 	hc := hub.DefaultConfig()
+	fc := server.DefaultFramesConfig()
+	e.str(&c.frameRate, "frame-rate", "20", "frame submissions per sender per second (POST /frames; 429 rate_limited with Retry-After beyond)")
 
 	e.str(&c.listen, "listen", "127.0.0.1:8080", "address to serve HTTP and WebSocket on")
 	e.str(&c.databaseURL, "database-url", "", "postgres://... for PostgreSQL; a file path or sqlite:PATH for SQLite; empty = embedded store in --data-dir")
@@ -115,6 +120,15 @@ func parseConfig(args []string) (*config, error) {
 	e.int64(&c.wsReadLimit, "ws-read-limit", 4096, "largest client-to-server WebSocket message, in bytes")
 	e.int(&hc.RingSize, "ring-size", hc.RingSize, "recent events kept in memory per active session for live delivery")
 	e.dur(&hc.CursorFlushInterval, "cursor-flush-interval", hc.CursorFlushInterval, "how often advanced delivery cursors are persisted (one batched write)")
+	e.int(&fc.Burst, "frame-burst", fc.Burst, "frame submissions a sender may make in a burst (POST /frames; 429 rate_limited beyond)")
+	e.int(&fc.MaxReach, "frame-max-reach", fc.MaxReach, "most streams one frame submission may reach (429 rate_limited beyond)")
+	e.int(&fc.MaxStreams, "frame-max-streams", fc.MaxStreams, "most open frame streams (GET /stream) per agent (429 rate_limited beyond)")
+	e.int(&fc.Retention.RetainCount, "frame-retain-count", fc.Retention.RetainCount, "frames kept per agent for Last-Event-ID resumption (a privacy setting: keep it small; 0 disables)")
+	e.dur(&fc.Retention.RetainAge, "frame-retain-age", fc.Retention.RetainAge, "how long frames are kept for Last-Event-ID resumption")
+	e.int(&fc.Retention.Buffer, "frame-stream-buffer", fc.Retention.Buffer, "frames queued per stream before a slow stream is closed")
+	e.dur(&fc.Keepalive, "frame-keepalive", fc.Keepalive, "interval of SSE keepalive comments on GET /stream")
+	e.dur(&fc.Validation.MaxSkewPast, "frame-max-age", fc.Validation.MaxSkewPast, "oldest accepted frame created_at, relative to now")
+	e.dur(&fc.Validation.MaxSkewFuture, "frame-max-future", fc.Validation.MaxSkewFuture, "furthest-future accepted frame created_at, relative to now")
 	e.str(&c.logFormat, "log-format", "text", "log format: text or json")
 	e.str(&c.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	fs.Usage = func() {
@@ -133,8 +147,14 @@ func parseConfig(args []string) (*config, error) {
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments: %v", fs.Args())
 	}
+	if frameRate, err := strconv.ParseFloat(c.frameRate, 64); err != nil || frameRate <= 0 {
+		return nil, fmt.Errorf("--frame-rate must be a positive number")
+	} else {
+		fc.RatePerSecond = frameRate
+	}
 	c.limits = lim
 	c.hub = hc
+	c.frames = fc
 	switch {
 	case c.graceWindow <= 0:
 		return nil, fmt.Errorf("--grace-window must be positive")
@@ -142,6 +162,8 @@ func parseConfig(args []string) (*config, error) {
 		return nil, fmt.Errorf("--max-body-bytes must be at least 1024")
 	case lim.MaxContentBytes <= 0 || lim.MaxParts <= 0 || lim.MaxInvitees <= 0 || lim.MaxTopicBytes <= 0 || lim.MaxMetadataBytes <= 0:
 		return nil, fmt.Errorf("limits must be positive")
+	case fc.Burst <= 0 || fc.MaxReach <= 0 || fc.MaxStreams <= 0 || fc.Retention.RetainCount < 0 || fc.Retention.Buffer <= 0 || fc.Keepalive <= 0:
+		return nil, fmt.Errorf("frame settings must be positive")
 	case c.pingInterval <= 0 || hc.WriteTimeout <= 0 || hc.MaxLag <= 0 || hc.RingSize <= 0 || hc.CursorFlushInterval <= 0 || c.wsReadLimit <= 0:
 		return nil, fmt.Errorf("WebSocket and delivery settings must be positive")
 	}

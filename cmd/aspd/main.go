@@ -76,6 +76,7 @@ func run(cfg *config) error {
 		PingInterval:   cfg.pingInterval,
 		WSReadLimit:    cfg.wsReadLimit,
 		Hub:            cfg.hub,
+		Frames:         cfg.frames,
 	}, st, log)
 	if err := srv.Start(ctx); err != nil {
 		return err

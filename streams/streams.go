@@ -1,0 +1,294 @@
+// Package streams holds the live per-handle Server-Sent Events subscriptions
+// of agent-channel frames: it expands a recipient scope against them at
+// delivery time, emits each frame once per matching stream, and keeps a
+// small, bounded retention so a re-opened stream can resume after
+// Last-Event-ID. Nothing here is durable: frames on this path are ephemeral
+// by design (draft "Agent-Channel Fan-Out" §8.3); durable frames ride in
+// session messages instead.
+package streams
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aspd/aspd/protocol/frame"
+)
+
+// Config bounds retention and per-stream buffering.
+type Config struct {
+	RetainCount int           // frames kept per handle for Last-Event-ID resumption
+	RetainAge   time.Duration // and for at most this long
+	Buffer      int           // frames queued per stream before it is closed as too slow
+}
+
+// Delivery is one frame as emitted on a stream.
+type Delivery struct {
+	ID   string // SSE id: "<epoch>-<n>", n increasing per handle
+	Kind string // SSE event name: the frame kind
+	Data []byte // the frame, compact JSON
+}
+
+// Target says which streams a frame goes to, after the scope is authorised.
+type Target struct {
+	Handles          []string // handles whose streams are candidates
+	InstrumentPrefix string   // with PrefixOnly: instrument must begin with this
+	PrefixOnly       bool
+	Instrument       string // with Exact: one stream
+	Session          string
+	Exact            bool
+	Org              string // set for org: scopes (matches the org filter axis)
+}
+
+// Subscription is one open stream.
+type Subscription struct {
+	Handle     string
+	Instrument string
+	Session    string
+	Filter     frame.Filter
+	Since      time.Time
+
+	C       chan Delivery // emitted frames, in order
+	dropped chan struct{} // closed when the registry drops the stream (too slow)
+	once    sync.Once
+}
+
+// Dropped is closed when the stream fell Buffer frames behind and was cut off.
+func (s *Subscription) Dropped() <-chan struct{} { return s.dropped }
+
+func (s *Subscription) matches(t *Target, fr *frame.Frame) bool {
+	switch {
+	case t.Exact && (s.Instrument != t.Instrument || s.Session != t.Session):
+		return false
+	case t.PrefixOnly && !strings.HasPrefix(s.Instrument, t.InstrumentPrefix):
+		return false
+	}
+	return matchFilter(s.Filter, fr, t.Org)
+}
+
+// matchFilter applies the subscriber's filter (all clauses must match).
+// The org axis depends on the delivery, not on the frame: an org clause
+// matches frames delivered through an org: scope of that owner. The tool
+// axis names a tool class no frame member carries, so it matches nothing: a
+// clause that cannot be evaluated narrows, never widens (draft §9).
+func matchFilter(f frame.Filter, fr *frame.Frame, org string) bool {
+	for _, c := range f.Clauses() {
+		var ok bool
+		switch c.Axis {
+		case frame.AxisKind:
+			ok = fr.Kind == c.Value
+		case frame.AxisSender:
+			ok = fr.SenderHandle == c.Value
+		case frame.AxisContentType:
+			ok = fr.ContentType != "" && fr.ContentType == c.Value
+		case frame.AxisOrg:
+			ok = org != "" && org == c.Value
+		}
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
+type retained struct {
+	n      uint64
+	at     time.Time
+	target *Target
+	frame  *frame.Frame
+	d      Delivery
+}
+
+type handleState struct {
+	subs   map[*Subscription]struct{}
+	next   uint64
+	recent []retained
+}
+
+// Registry is every open stream of this node.
+type Registry struct {
+	cfg   Config
+	epoch string // distinguishes ids across restarts
+	now   func() time.Time
+
+	mu      sync.Mutex
+	handles map[string]*handleState
+}
+
+// New returns an empty registry.
+func New(cfg Config) *Registry {
+	return &Registry{cfg: cfg, epoch: strconv.FormatInt(time.Now().UnixNano()/1e6, 36), now: time.Now, handles: map[string]*handleState{}}
+}
+
+func (r *Registry) state(h string) *handleState {
+	st, ok := r.handles[h]
+	if !ok {
+		st = &handleState{subs: map[*Subscription]struct{}{}}
+		r.handles[h] = st
+	}
+	return st
+}
+
+// Open registers a stream. If lastEventID is set, the frames retained after
+// it that this stream would have received are queued first; gap reports
+// that the id could not be honoured (unknown, from before a restart, or aged
+// out of retention), which the caller must tell the subscriber.
+func (r *Registry) Open(handle, instrument, session string, f frame.Filter, lastEventID string) (sub *Subscription, gap bool) {
+	sub = &Subscription{Handle: handle, Instrument: instrument, Session: session, Filter: f, Since: r.now(),
+		C: make(chan Delivery, r.cfg.Buffer), dropped: make(chan struct{})}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	st := r.state(handle)
+	r.expire(st)
+	if lastEventID != "" {
+		n, ok := r.parseID(lastEventID)
+		start := -1
+		if ok {
+			for i, rt := range st.recent {
+				if rt.n > n {
+					start = i
+					break
+				}
+			}
+			if start < 0 {
+				start = len(st.recent)
+			}
+			// The id must be one we emitted and still hold, or the one just before the oldest held.
+			if n >= st.next || (len(st.recent) > 0 && n+1 < st.recent[0].n) || (len(st.recent) == 0 && n+1 < st.next) {
+				ok = false
+			}
+		}
+		gap = !ok
+		if !ok {
+			start = 0 // best effort: everything still retained
+		}
+		for _, rt := range st.recent[start:] {
+			if sub.matches(rt.target, rt.frame) && len(sub.C) < cap(sub.C) {
+				sub.C <- rt.d
+			}
+		}
+	}
+	st.subs[sub] = struct{}{}
+	return sub, gap
+}
+
+func (r *Registry) parseID(id string) (uint64, bool) {
+	epoch, num, ok := strings.Cut(id, "-")
+	if !ok || epoch != r.epoch {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(num, 10, 64)
+	return n, err == nil
+}
+
+// expire drops retained frames beyond the count and age limits.
+func (r *Registry) expire(st *handleState) {
+	cut := 0
+	oldest := r.now().Add(-r.cfg.RetainAge)
+	for cut < len(st.recent) && (len(st.recent)-cut > r.cfg.RetainCount || st.recent[cut].at.Before(oldest)) {
+		cut++
+	}
+	if cut > 0 {
+		st.recent = append(st.recent[:0:0], st.recent[cut:]...)
+	}
+}
+
+// Close unregisters a stream.
+func (r *Registry) Close(sub *Subscription) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if st, ok := r.handles[sub.Handle]; ok {
+		delete(st.subs, sub)
+		if len(st.subs) == 0 && len(st.recent) == 0 {
+			delete(r.handles, sub.Handle)
+		}
+	}
+}
+
+// Count returns how many streams t reaches for fr, without emitting.
+func (r *Registry) Count(t *Target, fr *frame.Frame) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, h := range t.Handles {
+		if st, ok := r.handles[h]; ok {
+			for s := range st.subs {
+				if s.matches(t, fr) {
+					n++
+				}
+			}
+		}
+	}
+	return n
+}
+
+// Emit delivers fr (whose compact JSON is data) to every stream t reaches,
+// once each, and returns how many. It never blocks: a stream whose buffer is
+// full is dropped (the subscriber re-opens with Last-Event-ID).
+func (r *Registry) Emit(t *Target, fr *frame.Frame, data []byte) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	now := r.now()
+	for _, h := range t.Handles {
+		st := r.state(h)
+		st.next++
+		d := Delivery{ID: fmt.Sprintf("%s-%d", r.epoch, st.next), Kind: fr.Kind, Data: data}
+		if r.cfg.RetainCount > 0 {
+			st.recent = append(st.recent, retained{n: st.next, at: now, target: t, frame: fr, d: d})
+			r.expire(st)
+		}
+		for s := range st.subs {
+			if !s.matches(t, fr) {
+				continue
+			}
+			select {
+			case s.C <- d:
+				n++
+			default:
+				s.once.Do(func() { close(s.dropped) })
+				delete(st.subs, s)
+			}
+		}
+	}
+	return n
+}
+
+// StreamInfo is one entry of the roster.
+type StreamInfo struct {
+	Instrument string `json:"instrument"`
+	Session    string `json:"session,omitempty"`
+	Since      int64  `json:"since"`
+}
+
+// Roster lists handle's own open streams, oldest first.
+func (r *Registry) Roster(handle string) []StreamInfo {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := []StreamInfo{}
+	if st, ok := r.handles[handle]; ok {
+		for s := range st.subs {
+			out = append(out, StreamInfo{Instrument: s.Instrument, Session: s.Session, Since: s.Since.UnixMilli()})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Since != out[j].Since {
+			return out[i].Since < out[j].Since
+		}
+		return out[i].Instrument+out[i].Session < out[j].Instrument+out[j].Session
+	})
+	return out
+}
+
+// Streams returns how many streams handle has open.
+func (r *Registry) Streams(handle string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if st, ok := r.handles[handle]; ok {
+		return len(st.subs)
+	}
+	return 0
+}
