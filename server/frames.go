@@ -22,14 +22,14 @@ import (
 // FramesConfig configures agent-channel frames: validation, the ephemeral
 // fan-out and its abuse limits.
 type FramesConfig struct {
-	Validation      frame.Options
-	RatePerSecond   float64 // frame submissions per sender per second (token bucket)
-	Burst           int     // bucket size
-	MaxReach        int     // most streams one submission may reach
-	MaxStreams      int     // most open streams per agent
-	Keepalive       time.Duration
-	WriteTimeout    time.Duration
-	Retention       streams.Config
+	Validation    frame.Options
+	RatePerSecond float64 // frame submissions per sender per second (token bucket)
+	Burst         int     // bucket size
+	MaxReach      int     // most streams one submission may reach
+	MaxStreams    int     // most open streams per agent
+	Keepalive     time.Duration
+	WriteTimeout  time.Duration
+	Retention     streams.Config
 }
 
 // DefaultFramesConfig is what aspd runs with unless configured otherwise.
@@ -329,4 +329,3 @@ func (l *rateLimiter) allow(key string) (time.Duration, bool) {
 	}
 	return time.Duration((1 - b.tokens) / l.rate * float64(time.Second)), false
 }
-

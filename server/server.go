@@ -40,12 +40,12 @@ type Config struct {
 
 // Server is aspd's HTTP surface.
 type Server struct {
-	cfg   Config
-	st    *store.Store
-	hub   *hub.Hub
-	log   *slog.Logger
-	echo  *echo.Echo
-	auth  *authCache
+	cfg  Config
+	st   *store.Store
+	hub  *hub.Hub
+	log  *slog.Logger
+	echo *echo.Echo
+	auth *authCache
 
 	streams *streams.Registry
 	limiter *rateLimiter

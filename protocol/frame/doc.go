@@ -56,6 +56,11 @@
 //   - Binding-moment hatches: the hatches object is required, each of its
 //     two booleans defaults to true when absent, and both false is
 //     field-invalid. recommended_idx must index one of the 2 to 4 options.
+//   - Scope parts the draft gives no grammar (instrument, prefix, session id,
+//     role, grant scope) are 1 to 128 octets of [A-Za-z0-9._-].
+//   - The tool and org filter clauses parse but match no frame: section 9
+//     makes them forward-compatibility axes, and no frame member names a tool
+//     class, so Frame has no Tool field.
 //   - created_at must fall within Options' plausibility window; the other
 //     timestamps (declared_at, withdrawn_at, executed_at) need only be RFC
 //     3339 date-times with a zone.

@@ -103,7 +103,7 @@ var envelope = &object{envelope: true, fields: []field{
 	req("sender_handle", handle),
 	req("recipient_handle", handle),
 	req("created_at", createdAtRule),
-	opt("ttl_ms", integer(0, maxSafeInteger)), // the draft sets no bound; brief: non-negative
+	opt("ttl_ms", integer(0, maxSafeInteger)), // the draft sets no bound; a negative lifetime means nothing
 	req("acted_by", attribution),
 	req("drafted_with", attribution),
 	req("provenance_compute_location", enum("server-active", "server-aggregate", "local-only")),

@@ -28,24 +28,19 @@ type field struct {
 	repeated bool    // nested is the shape of each element of an array
 }
 
-func req(name string, r rule, nested ...*object) field {
-	return field{name: name, required: true, rule: r, nested: first(nested)}
+func req(name string, r rule) field { return field{name: name, required: true, rule: r} }
+func opt(name string, r rule) field { return field{name: name, rule: r} }
+
+// reqObj and optObj are members holding an object of shape o.
+func reqObj(name string, o *object) field {
+	return field{name: name, required: true, rule: o.check, nested: o}
 }
 
-func opt(name string, r rule, nested ...*object) field {
-	return field{name: name, rule: r, nested: first(nested)}
-}
+func optObj(name string, o *object) field { return field{name: name, rule: o.check, nested: o} }
 
 // reqList is a required array of min to max objects of shape o.
 func reqList(name string, o *object, min, max int) field {
 	return field{name: name, required: true, rule: list(o.check, min, max), nested: o, repeated: true}
-}
-
-func first(o []*object) *object {
-	if len(o) == 0 {
-		return nil
-	}
-	return o[0]
 }
 
 // object is a closed object shape: members outside fields are refused.
@@ -307,7 +302,7 @@ var (
 			req("recommended_idx", integer(0, maxSafeInteger)),
 			// The hatches object itself is required: both drafts list it as a
 			// member of the question, only its members default.
-			req("hatches", bmHatches.check, bmHatches),
+			reqObj("hatches", bmHatches),
 		},
 		cross: func(v *value, path string) *Error {
 			idx, _ := parseInteger(v.get("recommended_idx").text)
@@ -381,8 +376,8 @@ var payloadSchemas = map[string]*object{
 		req("findings", list(prose, 0, unbounded)),
 		req("recommendations", list(prose, 0, unbounded)),
 		req("offer", prose),
-		req("question", bmQuestion.check, bmQuestion),
-		opt("meta", bmMeta.check, bmMeta),
+		reqObj("question", bmQuestion),
+		optObj("meta", bmMeta),
 	),
 	KindPeerDiagnosticRequest: payload( // 6.11
 		req("symptom", text(1, 2048)),
