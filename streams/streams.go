@@ -156,10 +156,10 @@ func (r *Registry) Open(handle, instrument, session string, f frame.Filter, last
 			if start < 0 {
 				start = len(st.recent)
 			}
-			// The id must be one we emitted and still hold, or the one just before the oldest held.
-			if n >= st.next || (len(st.recent) > 0 && n+1 < st.recent[0].n) || (len(st.recent) == 0 && n+1 < st.next) {
-				ok = false
-			}
+			// Clean resumption needs the frame after n to be retained or
+			// not yet emitted (st.next is the last id assigned).
+			clean := n <= st.next && (n == st.next || (len(st.recent) > 0 && n+1 >= st.recent[0].n))
+			ok = clean
 		}
 		gap = !ok
 		if !ok {

@@ -1,0 +1,171 @@
+package streams
+
+import (
+	"testing"
+	"time"
+
+	"github.com/aspd/aspd/protocol/frame"
+)
+
+func filter(t *testing.T, s string) frame.Filter {
+	t.Helper()
+	f, err := frame.ParseFilter(s)
+	if err != nil {
+		t.Fatalf("filter %q: %v", s, err)
+	}
+	return f
+}
+
+func fr(kind, sender, contentType string) *frame.Frame {
+	return &frame.Frame{Kind: kind, SenderHandle: sender, RecipientHandle: "@alice.cc", ContentType: contentType}
+}
+
+// drain returns the ids queued on a subscription without blocking.
+func drain(s *Subscription) []string {
+	var ids []string
+	for {
+		select {
+		case d := <-s.C:
+			ids = append(ids, d.ID)
+		default:
+			return ids
+		}
+	}
+}
+
+func TestEmitMatchesScopeAndFilter(t *testing.T) {
+	r := New(Config{RetainCount: 10, RetainAge: time.Minute, Buffer: 8})
+	all, _ := r.Open("@alice.cc", "cc-1", "", frame.Filter{}, "")
+	prefix, _ := r.Open("@alice.cc", "cc-2", "", filter(t, "kind:agent_advisory"), "")
+	ide, _ := r.Open("@alice.cc", "ide", "s1", filter(t, "content_type:text/plain"), "")
+	other, _ := r.Open("@bob.x", "cc-1", "", frame.Filter{}, "")
+
+	adv := fr(frame.KindAgentAdvisory, "@alice.cc", "")
+	if n := r.Emit(&Target{Handles: []string{"@alice.cc"}}, adv, []byte(`{}`)); n != 2 {
+		t.Fatalf("handle scope reached %d streams, want 2 (ide's content_type filter must not match a frame without content_type)", n)
+	}
+	if n := r.Emit(&Target{Handles: []string{"@alice.cc"}, PrefixOnly: true, InstrumentPrefix: "cc-"}, fr(frame.KindAgentQuery, "@alice.cc", ""), nil); n != 1 {
+		t.Fatalf("prefix scope with kind filter reached %d, want 1 (cc-1 only)", n)
+	}
+	if n := r.Emit(&Target{Handles: []string{"@alice.cc"}, Exact: true, Instrument: "ide", Session: "s1"}, fr(frame.KindAgentQuery, "@alice.cc", "text/plain"), nil); n != 1 {
+		t.Fatalf("exact scope reached %d, want 1", n)
+	}
+	if got := len(drain(all)); got != 2 {
+		t.Errorf("cc-1 got %d frames, want 2", got)
+	}
+	if got := len(drain(prefix)); got != 1 {
+		t.Errorf("cc-2 got %d frames, want 1", got)
+	}
+	if got := len(drain(ide)); got != 1 {
+		t.Errorf("ide got %d frames, want 1", got)
+	}
+	if got := len(drain(other)); got != 0 {
+		t.Errorf("another handle's stream got %d frames, want 0", got)
+	}
+}
+
+func TestOrgFilterAxisMatchesOnlyOrgDeliveries(t *testing.T) {
+	r := New(Config{RetainCount: 10, RetainAge: time.Minute, Buffer: 8})
+	s, _ := r.Open("@acme.a", "x", "", filter(t, "org:acme"), "")
+	if n := r.Emit(&Target{Handles: []string{"@acme.a"}}, fr(frame.KindAgentBroadcast, "@acme.a", ""), nil); n != 0 {
+		t.Fatalf("a handle-scoped frame matched an org filter")
+	}
+	if n := r.Emit(&Target{Handles: []string{"@acme.a"}, Org: "acme"}, fr(frame.KindAgentBroadcast, "@acme.b", ""), nil); n != 1 {
+		t.Fatalf("an org-scoped frame did not match its org filter")
+	}
+	if n := r.Emit(&Target{Handles: []string{"@acme.a"}, Org: "other"}, fr(frame.KindAgentBroadcast, "@acme.b", ""), nil); n != 0 {
+		t.Fatalf("another org's frame matched")
+	}
+	if got := len(drain(s)); got != 1 {
+		t.Fatalf("got %d frames, want 1", got)
+	}
+}
+
+func TestResumeAfterLastEventID(t *testing.T) {
+	now := time.Unix(1000, 0)
+	r := New(Config{RetainCount: 3, RetainAge: time.Minute, Buffer: 16})
+	r.now = func() time.Time { return now }
+	first, _ := r.Open("@alice.cc", "cc-1", "", frame.Filter{}, "")
+	tgt := &Target{Handles: []string{"@alice.cc"}}
+	for i := 0; i < 5; i++ {
+		r.Emit(tgt, fr(frame.KindAgentAdvisory, "@alice.cc", ""), nil)
+	}
+	ids := drain(first)
+	r.Close(first)
+	if len(ids) != 5 {
+		t.Fatalf("got %d ids", len(ids))
+	}
+
+	// Inside retention (3 kept: ids 3, 4, 5): resuming after id 3 yields 4 and 5, no gap.
+	s, gap := r.Open("@alice.cc", "cc-1", "", frame.Filter{}, ids[2])
+	if gap {
+		t.Fatal("resume inside retention reported a gap")
+	}
+	if got := drain(s); len(got) != 2 || got[0] != ids[3] || got[1] != ids[4] {
+		t.Fatalf("resumed %v, want %v", got, ids[3:])
+	}
+	r.Close(s)
+
+	// Aged out by count: after id 1, id 2 is gone: a gap, then what is retained.
+	s, gap = r.Open("@alice.cc", "cc-1", "", frame.Filter{}, ids[0])
+	if !gap {
+		t.Fatal("resume beyond retention did not report a gap")
+	}
+	if got := drain(s); len(got) != 3 || got[0] != ids[2] {
+		t.Fatalf("after a gap got %v, want the 3 retained", got)
+	}
+	r.Close(s)
+
+	// Aged out by time: nothing retained, and the id is old.
+	now = now.Add(2 * time.Minute)
+	s, gap = r.Open("@alice.cc", "cc-1", "", frame.Filter{}, ids[3])
+	if !gap || len(drain(s)) != 0 {
+		t.Fatal("resume after the retention age must report a gap and replay nothing")
+	}
+	r.Close(s)
+
+	// The newest id with nothing after it is a clean resume even when retention is empty.
+	s, gap = r.Open("@alice.cc", "cc-1", "", frame.Filter{}, ids[4])
+	if gap {
+		t.Fatal("resuming at the newest id reported a gap")
+	}
+	r.Close(s)
+
+	// An id from another process (epoch) is a gap.
+	if _, gap := r.Open("@alice.cc", "cc-1", "", frame.Filter{}, "zzz-1"); !gap {
+		t.Fatal("foreign id was not a gap")
+	}
+}
+
+func TestSlowStreamIsDropped(t *testing.T) {
+	r := New(Config{RetainCount: 0, RetainAge: time.Minute, Buffer: 2})
+	s, _ := r.Open("@alice.cc", "cc-1", "", frame.Filter{}, "")
+	tgt := &Target{Handles: []string{"@alice.cc"}}
+	for i := 0; i < 3; i++ {
+		r.Emit(tgt, fr(frame.KindAgentAdvisory, "@alice.cc", ""), nil)
+	}
+	select {
+	case <-s.Dropped():
+	default:
+		t.Fatal("a stream over its buffer was not dropped")
+	}
+	if r.Streams("@alice.cc") != 0 {
+		t.Fatal("dropped stream still registered")
+	}
+}
+
+func TestRosterIsPerHandle(t *testing.T) {
+	r := New(Config{RetainCount: 1, RetainAge: time.Minute, Buffer: 1})
+	r.Open("@alice.cc", "cc-1", "", frame.Filter{}, "")
+	r.Open("@alice.cc", "ide", "s9", frame.Filter{}, "")
+	r.Open("@bob.x", "secret", "", frame.Filter{}, "")
+	got := r.Roster("@alice.cc")
+	if len(got) != 2 {
+		t.Fatalf("roster %+v", got)
+	}
+	for _, s := range got {
+		if s.Instrument == "secret" {
+			t.Fatal("roster leaked another agent's stream")
+		}
+	}
+}
