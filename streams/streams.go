@@ -202,7 +202,8 @@ func (r *Registry) Close(sub *Subscription) {
 	defer r.mu.Unlock()
 	if st, ok := r.handles[sub.Handle]; ok {
 		delete(st.subs, sub)
-		if len(st.subs) == 0 && len(st.recent) == 0 {
+		// Keep the state of a handle that has ids in use, so ids never repeat.
+		if len(st.subs) == 0 && st.next == 0 {
 			delete(r.handles, sub.Handle)
 		}
 	}
