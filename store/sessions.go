@@ -272,6 +272,14 @@ type SendMessage struct {
 // check, so a retry of a message that succeeded returns the original
 // response even if the session has ended since.
 func (s *Store) SendMessage(ctx context.Context, req SendMessage) (protocol.SendMessageResponse, *Commit, error) {
+	if s.batch != nil {
+		return s.sendBatched(ctx, req)
+	}
+	return s.sendOne(ctx, req)
+}
+
+// sendOne appends one message in its own transaction.
+func (s *Store) sendOne(ctx context.Context, req SendMessage) (protocol.SendMessageResponse, *Commit, error) {
 	var resp protocol.SendMessageResponse
 	commit, err := s.withSession(ctx, req.SessionID, req.Sender, func(t *sessionTx) error {
 		if req.IdempotencyKey != "" {

@@ -17,6 +17,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"strings"
+	"sync"
 	"time"
 
 	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx"
@@ -32,6 +33,8 @@ type Store struct {
 	write *sql.DB // transactions that write; one connection on SQLite
 	d     dialect
 	now   func() time.Time
+	batch *batcher       // group commit of messages; nil = one transaction per message
+	bg    sync.WaitGroup // committers
 }
 
 // Open connects to the database named by url, runs pending migrations and
@@ -66,6 +69,7 @@ func (s *Store) nowMs() int64 { return s.now().UnixMilli() }
 
 // Close releases the database connections.
 func (s *Store) Close() error {
+	s.stopBatcher()
 	err := s.read.Close()
 	if s.write != s.read {
 		err = errors.Join(err, s.write.Close())

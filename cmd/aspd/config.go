@@ -28,6 +28,8 @@ type config struct {
 	hub            hub.Config
 	frames         server.FramesConfig
 	frameRate      string
+	groupCommit    bool
+	committers     int
 	logFormat      string
 	logLevel       string
 }
@@ -57,6 +59,17 @@ func (e *envFlags) str(p *string, name, def, help string) {
 		def = v
 	}
 	e.fs.StringVar(p, name, def, e.usage(name, help))
+}
+
+func (e *envFlags) bool(p *bool, name string, def bool, help string) {
+	if v, ok := e.env(name); ok {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			e.err = fmt.Errorf("%s: %w", envName(name), err)
+		}
+		def = b
+	}
+	e.fs.BoolVar(p, name, def, e.usage(name, help))
 }
 
 func (e *envFlags) dur(p *time.Duration, name string, def time.Duration, help string) {
@@ -107,6 +120,8 @@ func parseConfig(args []string) (*config, error) {
 	e.str(&c.adminToken, "admin-token", "", "operator token for /admin/v1 (prefer the env var or the token file)")
 	e.str(&c.adminTokenFile, "admin-token-file", "", "file holding the operator token; created with a random token (mode 0600) if missing (default <data-dir>/admin.token)")
 	e.str(&c.seed, "seed", "", `JSON file of agents to provision at start-up, idempotently: {"@alice.test": {"token": "...", "inbound_policy": "open", "allowlist": []}, "@bob.test": "token"}`)
+	e.bool(&c.groupCommit, "group-commit", true, "append concurrent messages in shared transactions (one commit per batch); false = one transaction per message")
+	e.int(&c.committers, "committers", 0, "group-commit workers (0 = 4 on PostgreSQL, 1 on SQLite)")
 	e.dur(&c.graceWindow, "grace-window", 60*time.Second, "how long a joined agent whose last connection dropped stays joined before session.left {reason: grace_expired}")
 	e.int64(&c.maxBodyBytes, "max-body-bytes", 1<<20, "largest accepted request body, in bytes (413 body_too_large)")
 	e.int(&lim.MaxContentBytes, "max-content-bytes", lim.MaxContentBytes, "largest message content, encoded JSON bytes (413 content_too_large)")

@@ -54,7 +54,10 @@ func run(cfg *config) error {
 		return err
 	}
 	defer st.Close()
-	log.Info("store ready", "dialect", st.Dialect())
+	if cfg.groupCommit {
+		st.EnableGroupCommit(cfg.committers)
+	}
+	log.Info("store ready", "dialect", st.Dialect(), "group_commit", cfg.groupCommit)
 
 	adminHash, err := adminToken(cfg, log)
 	if err != nil {
