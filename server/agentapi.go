@@ -70,13 +70,13 @@ func (s *Server) createSession(c echo.Context) error {
 	if err := protocol.ValidateIdempotencyKey(req.IdempotencyKey); err != nil {
 		return err
 	}
-	key := ""
+	key, hash := "", ""
 	if req.IdempotencyKey != nil {
-		key = *req.IdempotencyKey
+		key, hash = *req.IdempotencyKey, requestHash(req)
 	}
 	resp, commit, err := s.st.CreateSession(c.Request().Context(), store.CreateSession{
 		Creator: me, Invite: invite, Topic: req.Topic, Initial: req.InitialMessage,
-		EndAfterSend: req.EndAfterSend, IdempotencyKey: key, RequestHash: requestHash(req), FrameRecipients: recipients})
+		EndAfterSend: req.EndAfterSend, IdempotencyKey: key, RequestHash: hash, FrameRecipients: recipients})
 	if err != nil {
 		return err
 	}
@@ -158,12 +158,12 @@ func (s *Server) sendMessage(c echo.Context) error {
 	if err := protocol.ValidateIdempotencyKey(req.IdempotencyKey); err != nil {
 		return err
 	}
-	key := ""
+	key, hash := "", ""
 	if req.IdempotencyKey != nil {
-		key = *req.IdempotencyKey
+		key, hash = *req.IdempotencyKey, requestHash(req)
 	}
 	resp, commit, err := s.st.SendMessage(c.Request().Context(), store.SendMessage{SessionID: id, Sender: agent(c),
-		Content: req.Content, Metadata: req.Metadata, IdempotencyKey: key, RequestHash: requestHash(req), FrameRecipients: recipients})
+		Content: req.Content, Metadata: req.Metadata, IdempotencyKey: key, RequestHash: hash, FrameRecipients: recipients})
 	if err != nil {
 		return err
 	}
