@@ -1,0 +1,233 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+)
+
+// requestTimeout bounds one API call (not export or listen, which stream).
+const requestTimeout = 60 * time.Second
+
+// apiError is an error answered by the server:
+// {"error": {"code": "...", "message": "..."}}.
+type apiError struct {
+	Status  int
+	Code    string
+	Message string
+}
+
+func (e *apiError) Error() string {
+	return fmt.Sprintf("%s: %s (HTTP %d)", e.Code, e.Message, e.Status)
+}
+
+// client calls one aspd API with one bearer token.
+type client struct {
+	base  string // e.g. http://127.0.0.1:8080 or http://127.0.0.1:8080/admin/v1
+	token string
+	http  *http.Client
+}
+
+// agentClient is the client of the agent API, authenticated by --token.
+func (a *app) agentClient() (*client, error) {
+	if a.token == "" {
+		return nil, usageErrorf("this command needs an agent token: --token or ASPCTL_TOKEN")
+	}
+	return &client{base: a.server, token: a.token, http: http.DefaultClient}, nil
+}
+
+// adminClient is the client of the operator API, authenticated by the
+// admin token.
+func (a *app) adminClient() (*client, error) {
+	tok, err := a.resolveAdminToken()
+	if err != nil {
+		return nil, err
+	}
+	return &client{base: a.server + "/admin/v1", token: tok, http: http.DefaultClient}, nil
+}
+
+// resolveAdminToken picks the operator token, first found wins:
+// --admin-token, --admin-token-file, ASPCTL_ADMIN_TOKEN,
+// ASPCTL_ADMIN_TOKEN_FILE, ./aspd-data/admin.token.
+func (a *app) resolveAdminToken() (string, error) {
+	switch {
+	case a.adminFromFlag && a.adminToken != "":
+		return a.adminToken, nil
+	case a.fileFromFlag && a.adminTokenFile != "":
+		return readTokenFile(a.adminTokenFile)
+	case os.Getenv("ASPCTL_ADMIN_TOKEN") != "":
+		return os.Getenv("ASPCTL_ADMIN_TOKEN"), nil
+	case os.Getenv("ASPCTL_ADMIN_TOKEN_FILE") != "":
+		return readTokenFile(os.Getenv("ASPCTL_ADMIN_TOKEN_FILE"))
+	}
+	if _, err := os.Stat(defaultAdminTokenFile); err == nil {
+		return readTokenFile(defaultAdminTokenFile)
+	}
+	return "", usageErrorf("this command needs the operator token: --admin-token, --admin-token-file, ASPCTL_ADMIN_TOKEN or ASPCTL_ADMIN_TOKEN_FILE (./%s does not exist)", defaultAdminTokenFile)
+}
+
+func readTokenFile(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("reading the admin token: %w", err)
+	}
+	tok := strings.TrimSpace(string(b))
+	if tok == "" {
+		return "", fmt.Errorf("admin token file %s is empty", path)
+	}
+	return tok, nil
+}
+
+// call sends one request with an optional JSON body and returns the JSON
+// answer; an error status becomes an *apiError.
+func (c *client) call(ctx context.Context, method, path string, query url.Values, body any) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
+	resp, err := c.open(ctx, method, path, query, body)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	out, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: reading the answer: %w", method, path, err)
+	}
+	return out, nil
+}
+
+// open sends one request and returns the response of a successful status
+// for the caller to read and close.
+func (c *client) open(ctx context.Context, method, path string, query url.Values, body any) (*http.Response, error) {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return nil, err
+		}
+		rd = bytes.NewReader(b)
+	}
+	u := c.base + path
+	if len(query) > 0 {
+		u += "?" + query.Encode()
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, rd)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+c.token)
+	req.Header.Set("Accept", "application/json")
+	if rd != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode >= 300 {
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+		return nil, decodeError(resp.StatusCode, b)
+	}
+	return resp, nil
+}
+
+// decodeError turns an error answer into an *apiError; a body that is not
+// the ASP error shape (a proxy's page, say) keeps its first line.
+func decodeError(status int, body []byte) error {
+	var e struct {
+		Error *struct {
+			Code    string `json:"code"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(body, &e) == nil && e.Error != nil && e.Error.Code != "" {
+		return &apiError{Status: status, Code: e.Error.Code, Message: e.Error.Message}
+	}
+	msg, _, _ := strings.Cut(strings.TrimSpace(string(body)), "\n")
+	if len(msg) > 200 {
+		msg = msg[:200]
+	}
+	if msg == "" {
+		msg = http.StatusText(status)
+	}
+	return &apiError{Status: status, Code: fmt.Sprintf("http_%d", status), Message: msg}
+}
+
+// printJSON writes a JSON document pretty-printed (two-space indent).
+func printJSON(w io.Writer, raw []byte) error {
+	var buf bytes.Buffer
+	if err := json.Indent(&buf, bytes.TrimSpace(raw), "", "  "); err != nil {
+		return fmt.Errorf("the server answered something that is not JSON: %q", truncate(raw, 200))
+	}
+	buf.WriteByte('\n')
+	_, err := w.Write(buf.Bytes())
+	return err
+}
+
+func truncate(b []byte, n int) string {
+	if len(b) > n {
+		return string(b[:n]) + "..."
+	}
+	return string(b)
+}
+
+// show performs a call and prints its answer.
+func (a *app) show(c *client, method, path string, query url.Values, body any) error {
+	out, err := c.call(a.ctx, method, path, query, body)
+	if err != nil {
+		return err
+	}
+	return printJSON(a.stdout, out)
+}
+
+// pageAll follows next_cursor through a paginated listing: page(cursor)
+// fetches one page ("" = the first), and the items under key are merged
+// into one document {key: [...]}.
+func (a *app) pageAll(key string, page func(cursor string) ([]byte, error)) error {
+	items := []json.RawMessage{}
+	cursor := ""
+	for {
+		raw, err := page(cursor)
+		if err != nil {
+			return err
+		}
+		var p map[string]json.RawMessage
+		if err := json.Unmarshal(raw, &p); err != nil {
+			return fmt.Errorf("decoding a page: %w", err)
+		}
+		var batch []json.RawMessage
+		if err := json.Unmarshal(p[key], &batch); err != nil {
+			return fmt.Errorf("decoding a page's %s: %w", key, err)
+		}
+		items = append(items, batch...)
+		var next string
+		if c, ok := p["next_cursor"]; ok {
+			if err := json.Unmarshal(c, &next); err != nil {
+				return fmt.Errorf("decoding next_cursor: %w", err)
+			}
+		}
+		if next == "" || len(batch) == 0 {
+			break
+		}
+		if next == cursor {
+			return errors.New("the server returned the same next_cursor twice")
+		}
+		cursor = next
+	}
+	out, err := json.Marshal(map[string][]json.RawMessage{key: items})
+	if err != nil {
+		return err
+	}
+	return printJSON(a.stdout, out)
+}
+
+// pathEscape escapes one path segment (a handle or a session id).
+func pathEscape(s string) string { return url.PathEscape(s) }
