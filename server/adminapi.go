@@ -345,6 +345,9 @@ func parseTime(name, v string) (int64, error) {
 // operator's listing and export.
 func sessionFilter(c echo.Context) (store.SessionFilter, error) {
 	f := store.SessionFilter{Limit: 100, State: c.QueryParam("state"), Status: c.QueryParam("status"), Before: c.QueryParam("before")}
+	if f.Before == "" {
+		f.Before = c.QueryParam("cursor") // next_cursor of the previous page
+	}
 	if f.State != "" && f.State != protocol.StateActive && f.State != protocol.StateEnded {
 		return f, protocol.Invalid("state must be active or ended")
 	}
@@ -453,19 +456,31 @@ func (s *Server) adminExport(c echo.Context) error {
 		}
 		f = store.SessionFilter{Only: id}
 	}
+	// The status line goes out before the first event, so success or failure
+	// of the whole export is reported in an HTTP trailer: Aspd-Export-Status
+	// is "complete" only when every event was written.
 	w := c.Response()
 	w.Header().Set("Content-Type", "application/x-ndjson")
+	w.Header().Set("Trailer", "Aspd-Export-Status, Aspd-Export-Events")
 	w.WriteHeader(http.StatusOK)
 	bw := bufio.NewWriterSize(w, 64<<10)
+	n := 0
 	err = s.st.ExportEvents(ctx, f, func(e *store.StoredEvent) error {
+		n++
 		if _, err := bw.Write(e.Body); err != nil {
 			return err
 		}
 		return bw.WriteByte('\n')
 	})
-	if err != nil {
-		s.log.Error("export failed midway", "err", err)
-		return nil // the status is sent; the truncated stream is the signal
+	if err == nil {
+		err = bw.Flush()
 	}
-	return bw.Flush()
+	status := "complete"
+	if err != nil {
+		s.log.Error("export failed midway", "events_written", n, "err", err)
+		status = "error"
+	}
+	w.Header().Set("Aspd-Export-Status", status)
+	w.Header().Set("Aspd-Export-Events", strconv.Itoa(n))
+	return nil
 }

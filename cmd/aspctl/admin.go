@@ -278,7 +278,15 @@ func export(a *app, c *command, args []string) error {
 		return err
 	}
 	defer resp.Body.Close()
-	return a.writeExport(resp.Body, *out)
+	if err := a.writeExport(resp.Body, *out); err != nil {
+		return err
+	}
+	// The server reports the export's outcome in a trailer, readable once
+	// the body has been consumed.
+	if st := resp.Trailer.Get("Aspd-Export-Status"); st != "complete" {
+		return fmt.Errorf("export incomplete: server reported %q after %s events (see the server log)", st, resp.Trailer.Get("Aspd-Export-Events"))
+	}
+	return nil
 }
 
 // writeExport copies the JSON Lines stream to stdout or to a file. The
