@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/coder/websocket"
@@ -64,17 +65,52 @@ func (s *Server) connect(c echo.Context) error {
 		}
 	}()
 	conn.Run(ctx)
+	// cancel (deferred) tears the socket down at once; let a close handshake
+	// the server started (4001, 1001, 1008, ...) put its close frame on the
+	// wire first, or the peer sees an abnormal closure instead of the code.
+	tr.wait(15 * time.Second)
 	return nil
 }
 
-type wsTransport struct{ ws *websocket.Conn }
+type wsTransport struct {
+	ws      *websocket.Conn
+	mu      sync.Mutex
+	closing chan struct{} // set by Close; closed when the close handshake is over
+}
 
 func (t *wsTransport) Write(ctx context.Context, msg []byte) error {
 	return t.ws.Write(ctx, websocket.MessageText, msg)
 }
 
 func (t *wsTransport) Close(code int, reason string) {
+	t.mu.Lock()
+	if t.closing != nil {
+		t.mu.Unlock()
+		return
+	}
+	done := make(chan struct{})
+	t.closing = done
+	t.mu.Unlock()
 	// Close blocks for the closing handshake (bounded by the library); do it
 	// off the caller's goroutine so a slow peer never stalls the hub.
-	go t.ws.Close(websocket.StatusCode(code), reason)
+	go func() {
+		defer close(done)
+		t.ws.Close(websocket.StatusCode(code), reason)
+	}()
+}
+
+// wait waits, at most d, for a close handshake started by Close to finish.
+func (t *wsTransport) wait(d time.Duration) {
+	t.mu.Lock()
+	done := t.closing
+	t.mu.Unlock()
+	if done == nil {
+		return
+	}
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-done:
+	case <-timer.C:
+	}
 }
