@@ -280,10 +280,6 @@ func TestWalkthrough(t *testing.T) {
 		if d := support.getSession(sid2); d.State != "ended" || d.statuses() != "[@acme.support=left @nick.assistant=joined]" {
 			t.Fatalf("send-and-end session %s", d.Raw)
 		}
-		// The invitee cannot join an ended session, and (Appendix C.3: only
-		// an agent joined when the session ended may reopen) cannot reopen it.
-		support.mustFail(http.StatusConflict, "session_ended", "POST", "/sessions/"+sid2+"/join", nil)
-		support.mustFail(http.StatusConflict, "not_joined", "POST", "/sessions/"+sid2+"/reopen", map[string]any{})
 		// The engineer was never part of it: 404.
 		eng.mustFail(http.StatusNotFound, "not_found", "GET", "/sessions/"+sid2, nil)
 
@@ -295,5 +291,29 @@ func TestWalkthrough(t *testing.T) {
 		if rows := eng.mySessions(); len(rows) != 1 || rows[0].ID != sid || rows[0].Status != "left" {
 			t.Fatalf("engineer's sessions %+v", rows)
 		}
+
+		// The invitee cannot join an ended session; §7.2: "if it wants to
+		// acknowledge, it reopens the session rather than joining an active
+		// one". It becomes the joined reopener and re-invites the sender.
+		support.mustFail(http.StatusConflict, "session_ended", "POST", "/sessions/"+sid2+"/join", nil)
+		support.must(http.StatusOK, "POST", "/sessions/"+sid2+"/reopen", map[string]any{
+			"invite":          []string{"@nick.assistant"},
+			"initial_message": map[string]any{"content": "Thanks, glad it works."},
+		}, "PostSessionsReopenResponse")
+		ev = supIn.expect("session.reopened", "session.invited", "session.message")
+		wantEvent(t, ev[0], "session.reopened", sid2, 4)
+		wantPayload(t, ev[0], map[string]any{"reopened_by": "@acme.support"})
+		wantEvent(t, ev[2], "session.message", sid2, 6)
+		// The sender, re-invited, sees the reopen and its invitation, not the reply until it joins.
+		ev = nickIn.expect("session.reopened", "session.invited")
+		wantEvent(t, ev[1], "session.invited", sid2, 5)
+		nickIn.quiet(quietFor)
+		if d := support.getSession(sid2); d.State != "active" || d.statuses() != "[@acme.support=joined @nick.assistant=invited]" {
+			t.Fatalf("reopened send-and-end session %s", d.Raw)
+		}
+		// Only the first reopen is the invitee's privilege: ended again, the
+		// rule of Appendix C.3 applies (nick, invited at the end, may not reopen).
+		support.must(http.StatusOK, "POST", "/sessions/"+sid2+"/end", nil, "PostSessionsEndResponse")
+		nick.mustFail(http.StatusConflict, "not_joined", "POST", "/sessions/"+sid2+"/reopen", map[string]any{})
 	})
 }

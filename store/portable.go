@@ -124,14 +124,15 @@ type blockRecord struct {
 }
 
 type sessionRecord struct {
-	Kind      string `json:"kind"`
-	ID        string `json:"id"`
-	Topic     string `json:"topic"`
-	State     string `json:"state"`
-	CreatedBy string `json:"created_by"`
-	CreatedAt int64  `json:"created_at"`
-	EndedAt   *int64 `json:"ended_at"`
-	LastSeq   int64  `json:"last_seq"`
+	Kind       string `json:"kind"`
+	ID         string `json:"id"`
+	Topic      string `json:"topic"`
+	State      string `json:"state"`
+	CreatedBy  string `json:"created_by"`
+	CreatedAt  int64  `json:"created_at"`
+	EndedAt    *int64 `json:"ended_at"`
+	LastSeq    int64  `json:"last_seq"`
+	SendAndEnd bool   `json:"send_and_end"`
 }
 
 type participantRecord struct {
@@ -338,11 +339,11 @@ func (s *Store) exportTables(opts ExportOptions, stats *ExportStats) []exportTab
 				return r, []any{r.Blocker, r.Blocked}, err
 			}},
 		{kind: KindSession, keys: []string{"id"},
-			query: `SELECT id, topic, state, created_by, created_at, ended_at, last_seq FROM sessions`,
+			query: `SELECT id, topic, state, created_by, created_at, ended_at, last_seq, send_and_end FROM sessions`,
 			scan: func(rows *sql.Rows) (any, []any, error) {
 				r := sessionRecord{Kind: KindSession}
 				var ended sql.NullInt64
-				err := rows.Scan(&r.ID, &r.Topic, &r.State, &r.CreatedBy, &r.CreatedAt, &ended, &r.LastSeq)
+				err := rows.Scan(&r.ID, &r.Topic, &r.State, &r.CreatedBy, &r.CreatedAt, &ended, &r.LastSeq, &r.SendAndEnd)
 				r.EndedAt = nullInt(ended)
 				return r, []any{r.ID}, err
 			}},
@@ -427,7 +428,7 @@ var importTables = map[string]importTable{
 	KindAgent:       {"agents", []string{"handle", "owner", "inbound_policy", "token_hash", "roles", "created_at", "deleted_at"}},
 	KindAllowlist:   {"allowlist_entries", []string{"handle", "entry"}},
 	KindBlock:       {"blocks", []string{"blocker", "blocked", "created_at"}},
-	KindSession:     {"sessions", []string{"id", "topic", "state", "created_by", "created_at", "ended_at", "last_seq"}},
+	KindSession:     {"sessions", []string{"id", "topic", "state", "created_by", "created_at", "ended_at", "last_seq", "send_and_end"}},
 	KindParticipant: {"participants", []string{"session_id", "handle", "status", "visible_through", "last_change_seq", "disconnected", "invited_at", "joined_at", "left_at"}},
 	KindEvent:       {"events", []string{"session_id", "sequence", "event_id", "type", "subject", "audience", "created_at", "body"}},
 	KindMessageKey:  {"message_keys", []string{"session_id", "sender", "key", "request_hash", "message_id", "sequence"}},
@@ -717,7 +718,7 @@ func decodeRecord(kind string, b []byte) ([]any, int, error) {
 		if r.LastSeq < 0 {
 			return nil, 0, fmt.Errorf("negative last_seq %d", r.LastSeq)
 		}
-		return []any{r.ID, r.Topic, r.State, r.CreatedBy, r.CreatedAt, nullIntArg(r.EndedAt), r.LastSeq}, len(b), nil
+		return []any{r.ID, r.Topic, r.State, r.CreatedBy, r.CreatedAt, nullIntArg(r.EndedAt), r.LastSeq, r.SendAndEnd}, len(b), nil
 	case KindParticipant:
 		var r participantRecord
 		if err := strictDecode(b, &r); err != nil {

@@ -98,6 +98,7 @@ func (s *Store) CreateSession(ctx context.Context, req CreateSession) (protocol.
 			return err
 		}
 		if req.EndAfterSend {
+			t.sendAndEnd = true
 			if err := t.end(req.Creator); err != nil {
 				return err
 			}
@@ -358,7 +359,7 @@ func (s *Store) Reopen(ctx context.Context, id, caller string, invite []string, 
 		if t.state == protocol.StateActive {
 			return errActive
 		}
-		if t.status(caller) != protocol.StatusJoined {
+		if !t.mayReopen(caller) {
 			return errNotJoined
 		}
 		if err := s.checkContact(ctx, t.tx, caller, invite, nil); err != nil {
@@ -386,12 +387,23 @@ func (s *Store) Reopen(ctx context.Context, id, caller string, invite []string, 
 				p = t.participant(h)
 				p.status = protocol.StatusLeft
 				p.visibleThrough = seq - 1
-				p.lastChangeSeq = seq
+				// lastChangeSeq stays: nothing past the end is shown to
+				// it, unless the invitation below sets it.
 				p.leftAt = sql.NullInt64{Int64: t.now, Valid: true}
 			}
 		}
+		if p := t.parts[caller]; p.status != protocol.StatusJoined {
+			// A send-and-end invitee replying: it becomes the joined reopener.
+			p = t.participant(caller)
+			p.status = protocol.StatusJoined
+			p.visibleThrough = replay.Joined
+			p.lastChangeSeq = seq
+			p.joinedAt = sql.NullInt64{Int64: t.now, Valid: true}
+			p.leftAt = sql.NullInt64{}
+		}
 		t.state = protocol.StateActive
 		t.endedAt = sql.NullInt64{}
+		t.sendAndEnd = false
 		if _, err := t.append(protocol.EventReopened, caller, audience, protocol.ReopenedPayload{ReopenedBy: caller}); err != nil {
 			return err
 		}
@@ -466,6 +478,13 @@ func (s *Store) forceLeave(ctx context.Context, tx *sql.Tx, h, other string, sil
 		if err := t.leave(h, protocol.LeftReasonLeft, silent); err != nil {
 			return nil, err
 		}
+		// §6.2: a session whose only participants were the blocker and the
+		// blocked agent ends naturally (no ended_by), as if all had left.
+		if other != "" && t.state == protocol.StateActive && onlyCurrent(t, other) {
+			if err := t.end(""); err != nil {
+				return nil, err
+			}
+		}
 		if err := t.save(); err != nil {
 			return nil, err
 		}
@@ -474,6 +493,16 @@ func (s *Store) forceLeave(ctx context.Context, tx *sql.Tx, h, other string, sil
 		}
 	}
 	return commits, nil
+}
+
+// onlyCurrent reports whether h is the session's only invited or joined participant.
+func onlyCurrent(t *sessionTx, h string) bool {
+	for _, p := range t.parts {
+		if (p.status == protocol.StatusJoined || p.status == protocol.StatusInvited) && p.handle != h {
+			return false
+		}
+	}
+	return true
 }
 
 // Block records that blocker blocks blocked and force-leaves blocked from

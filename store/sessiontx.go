@@ -72,7 +72,10 @@ type sessionTx struct {
 	createdAt int64
 	endedAt   sql.NullInt64
 	lastSeq   int64
-	parts     map[string]*participant
+	// sendAndEnd marks a send-and-end session not reopened since: its
+	// invitees may reopen it (§7.2).
+	sendAndEnd bool
+	parts      map[string]*participant
 	order     []string // participant handles in insertion order
 	dirty     map[string]bool
 	events    []StoredEvent
@@ -89,8 +92,8 @@ func (s *Store) newSession(ctx context.Context, tx *sql.Tx, creator, topic strin
 // does not exist is ErrNotFound.
 func (s *Store) lockSession(ctx context.Context, tx *sql.Tx, id string) (*sessionTx, error) {
 	st := &sessionTx{ctx: ctx, tx: tx, now: s.nowMs(), id: id, parts: map[string]*participant{}, dirty: map[string]bool{}}
-	err := tx.QueryRowContext(ctx, `SELECT topic, state, created_by, created_at, ended_at, last_seq FROM sessions WHERE id = $1`+s.d.forUpdate, id).
-		Scan(&st.topic, &st.state, &st.createdBy, &st.createdAt, &st.endedAt, &st.lastSeq)
+	err := tx.QueryRowContext(ctx, `SELECT topic, state, created_by, created_at, ended_at, last_seq, send_and_end FROM sessions WHERE id = $1`+s.d.forUpdate, id).
+		Scan(&st.topic, &st.state, &st.createdBy, &st.createdAt, &st.endedAt, &st.lastSeq, &st.sendAndEnd)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, ErrNotFound
 	}
@@ -199,7 +202,11 @@ func (t *sessionTx) leave(h, reason string, silent bool) error {
 	p := t.participant(h)
 	seq := t.nextSeq()
 	p.status = protocol.StatusLeft
-	p.lastChangeSeq = seq
+	if !silent {
+		// A silent leave shows the agent nothing new, so it must not make
+		// the session pending for it (PendingSessions).
+		p.lastChangeSeq = seq
+	}
 	p.leftAt = sql.NullInt64{Int64: t.now, Valid: true}
 	p.disconnected = false
 	if p.visibleThrough == replay.Joined {
@@ -228,6 +235,21 @@ func (t *sessionTx) invite(h, by string, initial *protocol.Message) error {
 	return err
 }
 
+// mayReopen reports whether h may reopen the ended session: an agent joined
+// when it ended (Appendix C.3), or an invitee of a send-and-end session not
+// reopened since, which replies by reopening (§7.2).
+func (t *sessionTx) mayReopen(h string) bool {
+	p, ok := t.parts[h]
+	switch {
+	case !ok:
+		return false
+	case p.status == protocol.StatusJoined:
+		return true
+	default:
+		return t.sendAndEnd && p.status == protocol.StatusLeft && !p.joinedAt.Valid
+	}
+}
+
 // checkFrameRecipients requires every agent-channel frame recipient to be a
 // current (invited or joined) participant.
 func (t *sessionTx) checkFrameRecipients(handles []string) error {
@@ -244,13 +266,13 @@ func (t *sessionTx) checkFrameRecipients(handles []string) error {
 func (t *sessionTx) save() error {
 	ctx, tx := t.ctx, t.tx
 	if t.isNew {
-		if _, err := tx.ExecContext(ctx, `INSERT INTO sessions (id, topic, state, created_by, created_at, ended_at, last_seq) VALUES ($1, $2, $3, $4, $5, $6, $7)`,
-			t.id, t.topic, t.state, t.createdBy, t.createdAt, t.endedAt, t.lastSeq); err != nil {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO sessions (id, topic, state, created_by, created_at, ended_at, last_seq, send_and_end) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
+			t.id, t.topic, t.state, t.createdBy, t.createdAt, t.endedAt, t.lastSeq, t.sendAndEnd); err != nil {
 			return fmt.Errorf("store: insert session: %w", err)
 		}
 	} else if len(t.events) > 0 {
-		if _, err := tx.ExecContext(ctx, `UPDATE sessions SET state = $2, ended_at = $3, last_seq = $4 WHERE id = $1`,
-			t.id, t.state, t.endedAt, t.lastSeq); err != nil {
+		if _, err := tx.ExecContext(ctx, `UPDATE sessions SET state = $2, ended_at = $3, last_seq = $4, send_and_end = $5 WHERE id = $1`,
+			t.id, t.state, t.endedAt, t.lastSeq, t.sendAndEnd); err != nil {
 			return fmt.Errorf("store: update session: %w", err)
 		}
 	}

@@ -1,0 +1,7 @@
+-- +goose Up
+-- A send-and-end session (whitepaper §7.2) may be reopened by its invitees,
+-- who never had the chance to join; the flag clears at the first reopen.
+ALTER TABLE sessions ADD COLUMN send_and_end BOOLEAN NOT NULL DEFAULT FALSE;
+
+-- +goose Down
+ALTER TABLE sessions DROP COLUMN send_and_end;
