@@ -12,7 +12,7 @@ import (
 	"github.com/aspd/aspd/store"
 )
 
-// WebSocket close codes aspd uses (docs/websocket.md).
+// WebSocket close codes aspd uses (docs/api.md, docs/delivery.md).
 const (
 	CloseNormal       = 1000
 	CloseGoingAway    = 1001 // server shutting down
@@ -46,6 +46,7 @@ type Conn struct {
 	wake      chan struct{}
 	closed    chan struct{}
 	closeOnce sync.Once
+	closeWhy  string // reason given by the Close that closed it (under mu)
 
 	// Writer-owned state.
 	sessions  map[string]*connSession
@@ -121,7 +122,7 @@ func (c *Conn) notify(sessionID string, head int64) {
 	lagging := c.replayed && known && head-p > c.hub.cfg.MaxLag
 	c.mu.Unlock()
 	if lagging {
-		go c.Close(ClosePolicy, "slow consumer")
+		go c.cutSlow(sessionID, head-p)
 		return
 	}
 	select {
@@ -153,11 +154,39 @@ func (c *Conn) position(sessionID string) (int64, bool) {
 }
 
 // Close closes the connection; safe to call more than once, from anywhere.
-func (c *Conn) Close(code int, reason string) {
+func (c *Conn) Close(code int, reason string) { c.close(code, reason) }
+
+// close closes the connection and reports whether this call did.
+func (c *Conn) close(code int, reason string) (first bool) {
 	c.closeOnce.Do(func() {
+		first = true
+		c.mu.Lock()
+		c.closeWhy = reason
+		c.mu.Unlock()
 		close(c.closed)
 		c.tr.Close(code, reason)
 	})
+	return first
+}
+
+// cutSlow closes a connection that fell more than MaxLag events behind.
+// It is logged here: the writer may stay blocked on the peer for up to the
+// write timeout before the connection is detached.
+func (c *Conn) cutSlow(sessionID string, behind int64) {
+	if c.close(ClosePolicy, "slow consumer") {
+		c.hub.log.Warn("slow consumer: closing connection", "agent", c.handle, "session", sessionID,
+			"behind", behind, "max_lag", c.hub.cfg.MaxLag)
+	}
+}
+
+// closedBecause is the reason the connection was closed with.
+func (c *Conn) closedBecause() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closeWhy == "" {
+		return "closed"
+	}
+	return c.closeWhy
 }
 
 // Done is closed when the connection is closed.
@@ -200,6 +229,7 @@ func (c *Conn) Run(ctx context.Context) {
 			reason = "context done"
 			return
 		case <-c.closed:
+			reason = c.closedBecause()
 			return
 		case <-c.wake:
 			if err := c.drain(ctx); err != nil {
@@ -216,7 +246,7 @@ func (c *Conn) fail(err error) string {
 		c.Close(ClosePolicy, "slow consumer")
 		return "slow consumer (write timeout)"
 	case errors.Is(err, errClosed):
-		return "closed"
+		return c.closedBecause()
 	default:
 		c.Close(CloseInternal, "internal error")
 		return err.Error()
@@ -277,7 +307,7 @@ func (c *Conn) pull(ctx context.Context, sessionID string, head int64) error {
 			e := &batch[i]
 			if isMembership(e) && (e.Subject == c.handle || e.Type == protocol.EventReopened) {
 				if cs.view, err = c.hub.st.View(ctx, sessionID, c.handle); err != nil {
-					return err
+					break
 				}
 				if e.Type == protocol.EventJoined && e.Subject == c.handle && e.Sequence > cs.resetAt {
 					// A join replays the transcript up to the join: restart at 1.
@@ -288,16 +318,22 @@ func (c *Conn) pull(ctx context.Context, sessionID string, head int64) error {
 				}
 			}
 			if replay.Visible(cs.view, e.Meta()) {
-				if err := c.write(ctx, e.Body); err != nil {
-					return err
+				if err = c.write(ctx, e.Body); err != nil {
+					break
 				}
 			}
 			cs.sent = e.Sequence
 		}
+		// Record the position even when the batch stopped early: the events
+		// written before a failed write were delivered, and a cursor behind
+		// them would re-send them after the reconnect.
 		c.mu.Lock()
 		c.pos[sessionID] = cs.sent
 		c.posDirty[sessionID] = true
 		c.mu.Unlock()
+		if err != nil {
+			return err
+		}
 		if restarted {
 			continue
 		}
@@ -345,6 +381,12 @@ func (c *Conn) write(ctx context.Context, body []byte) error {
 	wctx, cancel := context.WithTimeout(ctx, c.hub.cfg.WriteTimeout)
 	defer cancel()
 	if err := c.tr.Write(wctx, body); err != nil {
+		// A write that ran out of time is a slow consumer even when the
+		// connection is closed by now: the timeout tears the socket down,
+		// and the reader may notice that and close the connection first.
+		if errors.Is(wctx.Err(), context.DeadlineExceeded) {
+			return context.DeadlineExceeded
+		}
 		select {
 		case <-c.closed:
 			return errClosed

@@ -10,7 +10,7 @@ import (
 )
 
 // Limits are the explicit bounds on what a request may carry. Every one is a
-// flag of aspd (see `aspd --help`) and is documented in docs/limits.md.
+// flag of aspd (see `aspd --help`) and is documented in docs/configuration.md.
 type Limits struct {
 	MaxContentBytes  int // encoded size of one message's content
 	MaxParts         int // content parts per message

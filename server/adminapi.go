@@ -99,6 +99,11 @@ func (s *Server) adminCreateAgent(c echo.Context) error {
 	if err := validEntries(req.Allowlist); err != nil {
 		return err
 	}
+	for i, r := range req.Roles {
+		if !validRole(r) {
+			return protocol.Invalid("roles[%d] %q must be 1-64 characters of a-z 0-9 _ -", i, r)
+		}
+	}
 	ctx := c.Request().Context()
 	tok := NewToken()
 	if err := s.st.CreateAgent(ctx, store.NewAgent{Handle: req.Handle, InboundPolicy: req.InboundPolicy, Allowlist: req.Allowlist, TokenHash: HashToken(tok)}); err != nil {
@@ -157,6 +162,7 @@ func (s *Server) adminDeleteAgent(c echo.Context) error {
 	}
 	s.auth.evict(h)
 	s.hub.Disconnect(h, hub.CloseUnauthorized, "agent deleted")
+	s.streams.Disconnect(h)
 	s.hub.PublishAll(commits)
 	s.log.Info("agent deleted", "agent", h, "sessions_left", len(commits))
 	return c.JSON(http.StatusOK, protocol.OK{OK: true})
@@ -304,6 +310,7 @@ func (s *Server) adminRotateToken(c echo.Context) error {
 	}
 	s.auth.evict(h)
 	s.hub.Disconnect(h, hub.CloseUnauthorized, "token rotated")
+	s.streams.Disconnect(h)
 	a, err := s.st.GetAgent(c.Request().Context(), h)
 	if err != nil {
 		return err
@@ -322,6 +329,7 @@ func (s *Server) adminRevokeToken(c echo.Context) error {
 	}
 	s.auth.evict(h)
 	s.hub.Disconnect(h, hub.CloseUnauthorized, "token revoked")
+	s.streams.Disconnect(h)
 	s.log.Info("token revoked", "agent", h)
 	return s.respondAgent(c, h)
 }

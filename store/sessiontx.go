@@ -76,9 +76,9 @@ type sessionTx struct {
 	// invitees may reopen it (§7.2).
 	sendAndEnd bool
 	parts      map[string]*participant
-	order     []string // participant handles in insertion order
-	dirty     map[string]bool
-	events    []StoredEvent
+	order      []string // participant handles in insertion order
+	dirty      map[string]bool
+	events     []StoredEvent
 }
 
 func (s *Store) newSession(ctx context.Context, tx *sql.Tx, creator, topic string) *sessionTx {

@@ -94,7 +94,7 @@ func (s *Store) migrate(ctx context.Context) error {
 		return fmt.Errorf("store: migrate: %w", err)
 	}
 	for _, r := range res {
-		slog.Info("applied migration", "dialect", s.d.name, "version", r.Source.Version, "duration", r.Duration)
+		slog.Debug("applied migration", "dialect", s.d.name, "version", r.Source.Version, "duration", r.Duration)
 	}
 	return nil
 }
