@@ -209,6 +209,20 @@ func (r *Registry) Close(sub *Subscription) {
 	}
 }
 
+// Disconnect ends every open stream of handle (its token was rotated or
+// revoked, or the agent deleted): each stream's Dropped channel is closed
+// and it receives nothing further.
+func (r *Registry) Disconnect(handle string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if st, ok := r.handles[handle]; ok {
+		for s := range st.subs {
+			s.once.Do(func() { close(s.dropped) })
+			delete(st.subs, s)
+		}
+	}
+}
+
 // Count returns how many streams t reaches for fr, without emitting.
 func (r *Registry) Count(t *Target, fr *frame.Frame) int {
 	r.mu.Lock()
