@@ -228,12 +228,12 @@ func (s *Server) openStream(c echo.Context) error {
 	if ferr != nil {
 		return frameError(http.StatusBadRequest, ferr)
 	}
-	if s.streams.Streams(me) >= s.cfg.Frames.MaxStreams {
+	lastID := c.Request().Header.Get("Last-Event-ID")
+	sub, gap := s.streams.Open(me, instrument, session, f, lastID, s.cfg.Frames.MaxStreams)
+	if sub == nil {
 		c.Response().Header().Set("Retry-After", "5")
 		return protocol.Errorf(http.StatusTooManyRequests, protocol.CodeRateLimited, "an agent may hold at most %d open streams", s.cfg.Frames.MaxStreams)
 	}
-	lastID := c.Request().Header.Get("Last-Event-ID")
-	sub, gap := s.streams.Open(me, instrument, session, f, lastID)
 	defer s.streams.Close(sub)
 
 	w := c.Response()

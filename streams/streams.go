@@ -136,12 +136,19 @@ func (r *Registry) state(h string) *handleState {
 // it that this stream would have received are queued first; gap reports
 // that the id could not be honoured (unknown, from before a restart, or aged
 // out of retention), which the caller must tell the subscriber.
-func (r *Registry) Open(handle, instrument, session string, f frame.Filter, lastEventID string) (sub *Subscription, gap bool) {
+//
+// A handle may hold at most maxStreams open streams (0 = no limit); beyond
+// that Open returns a nil subscription, checked under the same lock that
+// registers the stream, so concurrent opens cannot exceed it.
+func (r *Registry) Open(handle, instrument, session string, f frame.Filter, lastEventID string, maxStreams int) (sub *Subscription, gap bool) {
 	sub = &Subscription{Handle: handle, Instrument: instrument, Session: session, Filter: f, Since: r.now(),
 		C: make(chan Delivery, r.cfg.Buffer), dropped: make(chan struct{})}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	st := r.state(handle)
+	if maxStreams > 0 && len(st.subs) >= maxStreams {
+		return nil, false
+	}
 	r.expire(st)
 	if lastEventID != "" {
 		n, ok := r.parseID(lastEventID)

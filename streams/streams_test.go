@@ -35,10 +35,10 @@ func drain(s *Subscription) []string {
 
 func TestEmitMatchesScopeAndFilter(t *testing.T) {
 	r := New(Config{RetainCount: 10, RetainAge: time.Minute, Buffer: 8})
-	all, _ := r.Open("@alice.cc", "cc-1", "", frame.Filter{}, "")
-	prefix, _ := r.Open("@alice.cc", "cc-2", "", filter(t, "kind:agent_advisory"), "")
-	ide, _ := r.Open("@alice.cc", "ide", "s1", filter(t, "content_type:text/plain"), "")
-	other, _ := r.Open("@bob.x", "cc-1", "", frame.Filter{}, "")
+	all, _ := r.Open("@alice.cc", "cc-1", "", frame.Filter{}, "", 0)
+	prefix, _ := r.Open("@alice.cc", "cc-2", "", filter(t, "kind:agent_advisory"), "", 0)
+	ide, _ := r.Open("@alice.cc", "ide", "s1", filter(t, "content_type:text/plain"), "", 0)
+	other, _ := r.Open("@bob.x", "cc-1", "", frame.Filter{}, "", 0)
 
 	adv := fr(frame.KindAgentAdvisory, "@alice.cc", "")
 	if n := r.Emit(&Target{Handles: []string{"@alice.cc"}}, adv, []byte(`{}`)); n != 2 {
@@ -66,7 +66,7 @@ func TestEmitMatchesScopeAndFilter(t *testing.T) {
 
 func TestOrgFilterAxisMatchesOnlyOrgDeliveries(t *testing.T) {
 	r := New(Config{RetainCount: 10, RetainAge: time.Minute, Buffer: 8})
-	s, _ := r.Open("@acme.a", "x", "", filter(t, "org:acme"), "")
+	s, _ := r.Open("@acme.a", "x", "", filter(t, "org:acme"), "", 0)
 	if n := r.Emit(&Target{Handles: []string{"@acme.a"}}, fr(frame.KindAgentBroadcast, "@acme.a", ""), nil); n != 0 {
 		t.Fatalf("a handle-scoped frame matched an org filter")
 	}
@@ -85,7 +85,7 @@ func TestResumeAfterLastEventID(t *testing.T) {
 	now := time.Unix(1000, 0)
 	r := New(Config{RetainCount: 3, RetainAge: time.Minute, Buffer: 16})
 	r.now = func() time.Time { return now }
-	first, _ := r.Open("@alice.cc", "cc-1", "", frame.Filter{}, "")
+	first, _ := r.Open("@alice.cc", "cc-1", "", frame.Filter{}, "", 0)
 	tgt := &Target{Handles: []string{"@alice.cc"}}
 	for i := 0; i < 5; i++ {
 		r.Emit(tgt, fr(frame.KindAgentAdvisory, "@alice.cc", ""), nil)
@@ -97,7 +97,7 @@ func TestResumeAfterLastEventID(t *testing.T) {
 	}
 
 	// Inside retention (3 kept: ids 3, 4, 5): resuming after id 3 yields 4 and 5, no gap.
-	s, gap := r.Open("@alice.cc", "cc-1", "", frame.Filter{}, ids[2])
+	s, gap := r.Open("@alice.cc", "cc-1", "", frame.Filter{}, ids[2], 0)
 	if gap {
 		t.Fatal("resume inside retention reported a gap")
 	}
@@ -107,7 +107,7 @@ func TestResumeAfterLastEventID(t *testing.T) {
 	r.Close(s)
 
 	// Aged out by count: after id 1, id 2 is gone: a gap, then what is retained.
-	s, gap = r.Open("@alice.cc", "cc-1", "", frame.Filter{}, ids[0])
+	s, gap = r.Open("@alice.cc", "cc-1", "", frame.Filter{}, ids[0], 0)
 	if !gap {
 		t.Fatal("resume beyond retention did not report a gap")
 	}
@@ -118,28 +118,28 @@ func TestResumeAfterLastEventID(t *testing.T) {
 
 	// Aged out by time: nothing retained, and the id is old.
 	now = now.Add(2 * time.Minute)
-	s, gap = r.Open("@alice.cc", "cc-1", "", frame.Filter{}, ids[3])
+	s, gap = r.Open("@alice.cc", "cc-1", "", frame.Filter{}, ids[3], 0)
 	if !gap || len(drain(s)) != 0 {
 		t.Fatal("resume after the retention age must report a gap and replay nothing")
 	}
 	r.Close(s)
 
 	// The newest id with nothing after it is a clean resume even when retention is empty.
-	s, gap = r.Open("@alice.cc", "cc-1", "", frame.Filter{}, ids[4])
+	s, gap = r.Open("@alice.cc", "cc-1", "", frame.Filter{}, ids[4], 0)
 	if gap {
 		t.Fatal("resuming at the newest id reported a gap")
 	}
 	r.Close(s)
 
 	// An id from another process (epoch) is a gap.
-	if _, gap := r.Open("@alice.cc", "cc-1", "", frame.Filter{}, "zzz-1"); !gap {
+	if _, gap := r.Open("@alice.cc", "cc-1", "", frame.Filter{}, "zzz-1", 0); !gap {
 		t.Fatal("foreign id was not a gap")
 	}
 }
 
 func TestSlowStreamIsDropped(t *testing.T) {
 	r := New(Config{RetainCount: 0, RetainAge: time.Minute, Buffer: 2})
-	s, _ := r.Open("@alice.cc", "cc-1", "", frame.Filter{}, "")
+	s, _ := r.Open("@alice.cc", "cc-1", "", frame.Filter{}, "", 0)
 	tgt := &Target{Handles: []string{"@alice.cc"}}
 	for i := 0; i < 3; i++ {
 		r.Emit(tgt, fr(frame.KindAgentAdvisory, "@alice.cc", ""), nil)
@@ -156,9 +156,9 @@ func TestSlowStreamIsDropped(t *testing.T) {
 
 func TestRosterIsPerHandle(t *testing.T) {
 	r := New(Config{RetainCount: 1, RetainAge: time.Minute, Buffer: 1})
-	r.Open("@alice.cc", "cc-1", "", frame.Filter{}, "")
-	r.Open("@alice.cc", "ide", "s9", frame.Filter{}, "")
-	r.Open("@bob.x", "secret", "", frame.Filter{}, "")
+	r.Open("@alice.cc", "cc-1", "", frame.Filter{}, "", 0)
+	r.Open("@alice.cc", "ide", "s9", frame.Filter{}, "", 0)
+	r.Open("@bob.x", "secret", "", frame.Filter{}, "", 0)
 	got := r.Roster("@alice.cc")
 	if len(got) != 2 {
 		t.Fatalf("roster %+v", got)
@@ -167,5 +167,20 @@ func TestRosterIsPerHandle(t *testing.T) {
 		if s.Instrument == "secret" {
 			t.Fatal("roster leaked another agent's stream")
 		}
+	}
+}
+
+func TestOpenEnforcesStreamLimit(t *testing.T) {
+	r := New(Config{RetainCount: 1, RetainAge: time.Minute, Buffer: 1})
+	for i := 0; i < 2; i++ {
+		if s, _ := r.Open("@alice.cc", "cc", "", frame.Filter{}, "", 2); s == nil {
+			t.Fatalf("open %d refused under the limit", i)
+		}
+	}
+	if s, _ := r.Open("@alice.cc", "cc", "", frame.Filter{}, "", 2); s != nil {
+		t.Fatal("third stream opened past a limit of 2")
+	}
+	if s, _ := r.Open("@bob.x", "cc", "", frame.Filter{}, "", 2); s == nil {
+		t.Fatal("another agent's stream refused: the limit is per agent")
 	}
 }

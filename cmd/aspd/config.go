@@ -177,6 +177,10 @@ func parseConfig(args []string) (*config, error) {
 		return nil, fmt.Errorf("--max-body-bytes must be at least 1024")
 	case lim.MaxContentBytes <= 0 || lim.MaxParts <= 0 || lim.MaxInvitees <= 0 || lim.MaxTopicBytes <= 0 || lim.MaxMetadataBytes <= 0:
 		return nil, fmt.Errorf("limits must be positive")
+	case fc.MaxReach < fc.MaxStreams:
+		// Otherwise a 429 on another agent's scope would reveal that it has
+		// more than --frame-max-reach streams, which the coarsened count hides.
+		return nil, fmt.Errorf("--frame-max-reach (%d) must be at least --frame-max-streams (%d)", fc.MaxReach, fc.MaxStreams)
 	case fc.Validation.MaxSkewPast < 0 || fc.Validation.MaxSkewFuture < 0:
 		return nil, fmt.Errorf("--frame-max-age and --frame-max-future must not be negative")
 	case fc.Burst <= 0 || fc.MaxReach <= 0 || fc.MaxStreams <= 0 || fc.Retention.RetainCount < 0 || fc.Retention.Buffer <= 0 || fc.Keepalive <= 0:
