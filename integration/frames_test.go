@@ -907,9 +907,13 @@ func TestFrameLimits(t *testing.T) {
 			frSubmit(t, alice, "@alice.cc", frNew(t, "@alice.cc", "@alice.cc", "agent_advisory", ""))
 		})
 		t.Run("streams-and-reach", func(t *testing.T) {
-			s := startServer(t, dbURL, "--frame-max-streams", "3", "--frame-max-reach", "2")
+			// --frame-max-reach may not be below --frame-max-streams (a 429
+			// would reveal another agent's stream count), so the reach cap is
+			// exercised by an org scope over several agents' streams.
+			s := startServer(t, dbURL, "--frame-max-streams", "3", "--frame-max-reach", "3")
 			alice := s.provision("@amy.cc", "open")
 			bob := s.provision("@ben.cc", "open")
+			amy2 := s.provision("@amy.ide", "open")
 			st := []*sseClient{
 				sseOpen(t, s, alice.token, "/stream?instrument=cc-1", nil),
 				sseOpen(t, s, alice.token, "/stream?instrument=cc-2", nil),
@@ -921,13 +925,13 @@ func TestFrameLimits(t *testing.T) {
 			}
 			wantError(t, "fourth stream", code, out, http.StatusTooManyRequests, "rate_limited")
 			sseOpen(t, s, bob.token, "/stream", nil) // per agent
+			ide := sseOpen(t, s, amy2.token, "/stream?instrument=ide", nil)
 
 			sent := frSent{}
 			over := sent.add(t, frNew(t, "@amy.cc", "@amy.cc", "agent_advisory", ""))
-			got, _, out := frPost(t, alice, map[string]any{"scope": "@amy.cc/*", "frame": over})
-			wantError(t, "reach 3 > 2", got, out, http.StatusTooManyRequests, "rate_limited")
-			got, _, out = frPost(t, alice, map[string]any{"scope": "org:amy/members/*", "frame": over})
-			wantError(t, "org reach 3 > 2", got, out, http.StatusTooManyRequests, "rate_limited")
+			got, _, out := frPost(t, alice, map[string]any{"scope": "org:amy/members/*", "frame": over})
+			wantError(t, "org reach 4 > 3", got, out, http.StatusTooManyRequests, "rate_limited")
+			ide.quiet(frQuiet)
 			ok := sent.add(t, frNew(t, "@amy.cc", "@amy.cc", "agent_advisory", ""))
 			frWantCount(t, alice, "@amy.cc/cc-*", ok, 2, true)
 			frWantIDs(t, "cc-1", frCollect(t, "cc-1", st[0], frID(ok), sent))
