@@ -57,6 +57,14 @@ type connSession struct {
 	view    replay.View
 	sent    int64
 	resetAt int64 // sequence of the own session.joined that last restarted the pull
+	// fromStart: this pull began at sequence 0 with the agent joined and it
+	// has stayed joined, so every event from 1 on was written: a join
+	// restart would only repeat them (an agent that joined while offline).
+	fromStart bool
+}
+
+func newConnSession(v replay.View, cursor int64) *connSession {
+	return &connSession{view: v, sent: cursor, fromStart: cursor == 0 && v.VisibleThrough == replay.Joined}
 }
 
 // Attach registers a new connection of handle. If it is the agent's first,
@@ -207,7 +215,7 @@ func (c *Conn) Run(ctx context.Context) {
 	}
 	c.mu.Lock()
 	for _, p := range pending {
-		c.sessions[p.SessionID] = &connSession{view: p.View, sent: p.Cursor}
+		c.sessions[p.SessionID] = newConnSession(p.View, p.Cursor)
 		c.pos[p.SessionID] = p.Cursor
 		if p.LastSeq > c.dirty[p.SessionID] {
 			c.dirty[p.SessionID] = p.LastSeq
@@ -309,7 +317,10 @@ func (c *Conn) pull(ctx context.Context, sessionID string, head int64) error {
 				if cs.view, err = c.hub.st.View(ctx, sessionID, c.handle); err != nil {
 					break
 				}
-				if e.Type == protocol.EventJoined && e.Subject == c.handle && e.Sequence > cs.resetAt {
+				if cs.view.VisibleThrough != replay.Joined {
+					cs.fromStart = false
+				}
+				if e.Type == protocol.EventJoined && e.Subject == c.handle && e.Sequence > cs.resetAt && !cs.fromStart {
 					// A join replays the transcript up to the join: restart at 1.
 					cs.resetAt = e.Sequence
 					cs.sent = 0
@@ -367,7 +378,7 @@ func (c *Conn) session(ctx context.Context, sessionID string) (*connSession, err
 	if err != nil {
 		return nil, err
 	}
-	cs := &connSession{view: v, sent: cur}
+	cs := newConnSession(v, cur)
 	c.sessions[sessionID] = cs
 	c.mu.Lock()
 	if _, ok := c.pos[sessionID]; !ok {
