@@ -87,6 +87,7 @@ func (h *Hub) Attach(ctx context.Context, handle string, tr Transport) (*Conn, e
 	}
 	h.agents[handle][c] = struct{}{}
 	h.conns.Add(1)
+	h.stats.Connects.Add(1)
 	total := len(h.agents[handle])
 	h.mu.Unlock()
 	if first && h.presence != nil {
@@ -182,6 +183,7 @@ func (c *Conn) close(code int, reason string) (first bool) {
 // write timeout before the connection is detached.
 func (c *Conn) cutSlow(sessionID string, behind int64) {
 	if c.close(ClosePolicy, "slow consumer") {
+		c.hub.stats.SlowConsumers.Add(1)
 		c.hub.log.Warn("slow consumer: closing connection", "agent", c.handle, "session", sessionID,
 			"behind", behind, "max_lag", c.hub.cfg.MaxLag)
 	}
@@ -251,6 +253,7 @@ func (c *Conn) Run(ctx context.Context) {
 func (c *Conn) fail(err error) string {
 	switch {
 	case errors.Is(err, context.DeadlineExceeded):
+		c.hub.stats.SlowConsumers.Add(1)
 		c.Close(ClosePolicy, "slow consumer")
 		return "slow consumer (write timeout)"
 	case errors.Is(err, errClosed):
@@ -303,6 +306,7 @@ func (c *Conn) pull(ctx context.Context, sessionID string, head int64) error {
 		}
 		batch, fromStore := c.hub.fromRing(sessionID, cs.sent, head, c.hub.cfg.ReadBatch)
 		if fromStore {
+			c.hub.stats.StoreReads.Add(1)
 			if batch, err = c.hub.st.EventsAfter(ctx, sessionID, cs.sent, c.hub.cfg.ReadBatch); err != nil {
 				return err
 			}
@@ -409,5 +413,6 @@ func (c *Conn) write(ctx context.Context, body []byte) error {
 		return err
 	}
 	c.delivered++
+	c.hub.stats.Delivered.Add(1)
 	return nil
 }

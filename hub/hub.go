@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/aspd/aspd/replay"
@@ -65,6 +66,8 @@ type Hub struct {
 	rings  map[string]*ring
 	tick   int64
 
+	stats Stats
+
 	presenceLocks sync.Map // handle -> *sync.Mutex: serialises first-open / last-close
 
 	done  chan struct{}
@@ -96,6 +99,7 @@ func (h *Hub) Publish(c *store.Commit) {
 	r.insert(c.Events)
 	r.used = h.tick
 	h.ringMu.Unlock()
+	h.stats.Published.Add(int64(len(c.Events)))
 
 	head := c.Events[len(c.Events)-1].Sequence
 	h.mu.Lock()
@@ -136,6 +140,25 @@ func (h *Hub) Online(handle string) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return len(h.agents[handle]) > 0
+}
+
+// Stats are the hub's running counters, for /metrics.
+type Stats struct {
+	Published     atomic.Int64 // events handed to the hub
+	Delivered     atomic.Int64 // events written to connections
+	StoreReads    atomic.Int64 // catch-up reads that missed the ring
+	SlowConsumers atomic.Int64 // connections closed as too slow
+	Connects      atomic.Int64 // connections attached
+}
+
+// Stats returns the hub's counters.
+func (h *Hub) Stats() *Stats { return &h.stats }
+
+// Agents returns the number of agents with at least one live connection.
+func (h *Hub) Agents() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.agents)
 }
 
 // Connections returns the number of live connections.

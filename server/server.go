@@ -165,6 +165,7 @@ func (s *Server) routes() *echo.Echo {
 	a.GET("/stream/roster", s.roster)
 
 	s.adminRoutes(e.Group("/admin/v1", s.adminAuth))
+	e.GET("/metrics", s.metrics, s.adminAuth)
 	return e
 }
 
