@@ -28,6 +28,7 @@ type config struct {
 	hub            hub.Config
 	frames         server.FramesConfig
 	frameRate      string
+	pprof          string
 	groupCommit    bool
 	committers     int
 	logFormat      string
@@ -144,6 +145,7 @@ func parseConfig(args []string) (*config, error) {
 	e.dur(&fc.Keepalive, "frame-keepalive", fc.Keepalive, "interval of SSE keepalive comments on GET /stream")
 	e.dur(&fc.Validation.MaxSkewPast, "frame-max-age", fc.Validation.MaxSkewPast, "oldest accepted frame created_at, relative to now")
 	e.dur(&fc.Validation.MaxSkewFuture, "frame-max-future", fc.Validation.MaxSkewFuture, "furthest-future accepted frame created_at, relative to now")
+	e.str(&c.pprof, "pprof", "", "serve net/http/pprof on this address (e.g. 127.0.0.1:6060); empty = off. Keep it on loopback")
 	e.str(&c.logFormat, "log-format", "text", "log format: text or json")
 	e.str(&c.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	fs.Usage = func() {

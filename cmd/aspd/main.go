@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	_ "net/http/pprof" // served only with --pprof, on its own listener
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -83,6 +84,15 @@ func run(cfg *config) error {
 	}, st, log)
 	if err := srv.Start(ctx); err != nil {
 		return err
+	}
+	if cfg.pprof != "" {
+		go func() {
+			// The default mux carries the net/http/pprof handlers.
+			if err := http.ListenAndServe(cfg.pprof, http.DefaultServeMux); err != nil {
+				log.Error("pprof listener failed", "addr", cfg.pprof, "err", err)
+			}
+		}()
+		log.Info("pprof enabled", "addr", "http://"+cfg.pprof+"/debug/pprof/")
 	}
 	ln, err := net.Listen("tcp", cfg.listen)
 	if err != nil {
