@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/aspd/aspd/protocol"
 )
@@ -35,8 +36,9 @@ type sendResult struct {
 }
 
 type batcher struct {
-	in   chan *sendCall
-	stop chan struct{}
+	in       chan *sendCall
+	stop     chan struct{}
+	stopOnce sync.Once
 }
 
 // startBatcher starts n committers.
@@ -335,7 +337,7 @@ func (s *Store) stopBatcher() {
 	if s.batch == nil {
 		return
 	}
-	close(s.batch.stop)
+	s.batch.stopOnce.Do(func() { close(s.batch.stop) })
 	s.bg.Wait()
 	for {
 		select {
