@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/aspd/aspd/protocol"
@@ -43,14 +44,22 @@ type Conn struct {
 	posDirty map[string]bool
 	replayed bool // the initial replay is done; lag limits apply from then on
 
-	wake      chan struct{}
+	// The writer goroutine exists only while there is work: notify starts
+	// one if none runs, and it exits when nothing announced remains. An idle
+	// connection therefore holds no writer goroutine (only its reader).
+	started   bool           // Start was called; writers may run
+	running   bool           // a writer goroutine is active
+	done      bool           // Finish was called; no writer may start
+	writers   sync.WaitGroup // the active writer, for Finish
+	ctx       context.Context
+	start     time.Time
 	closed    chan struct{}
 	closeOnce sync.Once
 	closeWhy  string // reason given by the Close that closed it (under mu)
 
 	// Writer-owned state.
 	sessions  map[string]*connSession
-	delivered int64
+	delivered atomic.Int64 // events written; writers hand over, so atomic
 }
 
 type connSession struct {
@@ -72,7 +81,7 @@ func newConnSession(v replay.View, cursor int64) *connSession {
 func (h *Hub) Attach(ctx context.Context, handle string, tr Transport) (*Conn, error) {
 	c := &Conn{hub: h, handle: handle, tr: tr, opened: time.Now(),
 		dirty: map[string]int64{}, pos: map[string]int64{}, posDirty: map[string]bool{},
-		wake: make(chan struct{}, 1), closed: make(chan struct{}), sessions: map[string]*connSession{}}
+		ctx: ctx, closed: make(chan struct{}), sessions: map[string]*connSession{}}
 	lock := h.presenceLock(handle)
 	lock.Lock()
 	defer lock.Unlock()
@@ -118,7 +127,7 @@ func (h *Hub) detach(c *Conn, reason string) {
 		h.presence.Offline(context.Background(), c.handle)
 	}
 	h.log.Info("disconnected", "agent", c.handle, "reason", reason, "last", last,
-		"delivered", c.delivered, "duration", time.Since(c.opened).Round(time.Millisecond))
+		"delivered", c.delivered.Load(), "duration", time.Since(c.opened).Round(time.Millisecond))
 }
 
 // notify announces that a session has events up to head. Called with h.mu held.
@@ -134,10 +143,19 @@ func (c *Conn) notify(sessionID string, head int64) {
 		go c.cutSlow(sessionID, head-p)
 		return
 	}
-	select {
-	case c.wake <- struct{}{}:
-	default:
+	c.mu.Lock()
+	c.kickLocked()
+	c.mu.Unlock()
+}
+
+// kickLocked starts a writer goroutine unless one runs. Called with c.mu held.
+func (c *Conn) kickLocked() {
+	if !c.started || c.running || c.done {
+		return
 	}
+	c.running = true
+	c.writers.Add(1)
+	go c.write0()
 }
 
 func (c *Conn) markPosDirty(sessionID string) {
@@ -202,17 +220,41 @@ func (c *Conn) closedBecause() string {
 // Done is closed when the connection is closed.
 func (c *Conn) Done() <-chan struct{} { return c.closed }
 
-// Run replays everything the agent missed, then delivers live events until
-// ctx ends or the connection is closed. It always detaches the connection.
-func (c *Conn) Run(ctx context.Context) {
-	reason := "closed"
-	defer func() { c.hub.detach(c, reason) }()
-	start := time.Now()
-	pending, err := c.hub.st.PendingSessions(ctx, c.handle)
+// Start begins delivery: a writer first replays everything the agent
+// missed (past its durable cursors), then live events follow as they are
+// announced. Call it once, after Attach.
+func (c *Conn) Start() {
+	c.mu.Lock()
+	c.started = true
+	c.start = time.Now()
+	c.running = true
+	c.writers.Add(1)
+	c.mu.Unlock()
+	go c.replay()
+}
+
+// Finish waits for an active writer to stop and detaches the connection
+// (cursors saved, presence updated). Call it once, after the connection is
+// closed, from the goroutine that owns the connection's lifetime.
+func (c *Conn) Finish() {
+	c.mu.Lock()
+	c.done = true
+	c.mu.Unlock()
+	c.writers.Wait()
+	c.hub.detach(c, c.closedBecause())
+}
+
+// replay is the first writer: it loads the sessions with undelivered
+// events, then drains like any writer.
+func (c *Conn) replay() {
+	pending, err := c.hub.st.PendingSessions(c.ctx, c.handle)
 	if err != nil {
 		c.hub.log.Error("replay: listing pending sessions failed", "agent", c.handle, "err", err)
-		reason = "internal error"
-		c.Close(CloseInternal, "internal error")
+		c.mu.Lock()
+		c.running = false
+		c.mu.Unlock()
+		c.writers.Done()
+		c.closeFor(CloseInternal, "internal error")
 		return
 	}
 	c.mu.Lock()
@@ -224,55 +266,58 @@ func (c *Conn) Run(ctx context.Context) {
 		}
 	}
 	c.mu.Unlock()
-	if err := c.drain(ctx); err != nil {
-		reason = c.fail(err)
-		return
+	if c.drain(c.ctx) {
+		c.mu.Lock()
+		c.replayed = true
+		c.mu.Unlock()
+		c.hub.log.Info("replay done", "agent", c.handle, "sessions", len(pending), "events", c.delivered.Load(),
+			"duration", time.Since(c.start).Round(time.Microsecond))
 	}
-	c.mu.Lock()
-	c.replayed = true
-	c.mu.Unlock()
-	c.hub.log.Info("replay done", "agent", c.handle, "sessions", len(pending), "events", c.delivered,
-		"duration", time.Since(start).Round(time.Microsecond))
-	for {
-		select {
-		case <-ctx.Done():
-			reason = "context done"
-			return
-		case <-c.closed:
-			reason = c.closedBecause()
-			return
-		case <-c.wake:
-			if err := c.drain(ctx); err != nil {
-				reason = c.fail(err)
-				return
-			}
-		}
-	}
+	c.writers.Done()
 }
 
-func (c *Conn) fail(err error) string {
+// write0 is a live writer: it drains and exits.
+func (c *Conn) write0() {
+	defer c.writers.Done()
+	c.drain(c.ctx)
+}
+
+// closeFor closes the connection and records why.
+func (c *Conn) closeFor(code int, reason string) { c.close(code, reason) }
+
+// fail closes the connection after a failed pull and records why.
+func (c *Conn) fail(err error) {
 	switch {
 	case errors.Is(err, context.DeadlineExceeded):
 		c.hub.stats.SlowConsumers.Add(1)
-		c.Close(ClosePolicy, "slow consumer")
-		return "slow consumer (write timeout)"
+		c.close(ClosePolicy, "slow consumer")
+		// The true cause, whoever noticed the broken socket first.
+		c.mu.Lock()
+		c.closeWhy = "slow consumer (write timeout)"
+		c.mu.Unlock()
 	case errors.Is(err, errClosed):
-		return c.closedBecause()
 	default:
-		c.Close(CloseInternal, "internal error")
-		return err.Error()
+		c.hub.log.Error("delivery failed", "agent", c.handle, "err", err)
+		c.close(CloseInternal, "internal error")
 	}
 }
 
 var errClosed = errors.New("hub: connection closed")
 
 // drain pulls every announced session until nothing announced remains.
-func (c *Conn) drain(ctx context.Context) error {
+//
+// It is the body of every writer goroutine: when it finds nothing left it
+// clears running under the same lock notify uses, so an announcement is
+// either seen by this writer or starts a new one, never lost. It reports
+// whether it stopped for lack of work (true) or because of an error, in
+// which case the connection has been closed.
+func (c *Conn) drain(ctx context.Context) bool {
 	for {
 		c.mu.Lock()
-		if len(c.dirty) == 0 {
+		if len(c.dirty) == 0 || c.done {
+			c.running = false
 			c.mu.Unlock()
-			return nil
+			return true
 		}
 		work := make([]string, 0, len(c.dirty))
 		heads := make(map[string]int64, len(c.dirty))
@@ -285,7 +330,11 @@ func (c *Conn) drain(ctx context.Context) error {
 		sort.Strings(work)
 		for _, sid := range work {
 			if err := c.pull(ctx, sid, heads[sid]); err != nil {
-				return err
+				c.fail(err)
+				c.mu.Lock()
+				c.running = false
+				c.mu.Unlock()
+				return false
 			}
 		}
 	}
@@ -412,7 +461,7 @@ func (c *Conn) write(ctx context.Context, body []byte) error {
 		}
 		return err
 	}
-	c.delivered++
+	c.delivered.Add(1)
 	c.hub.stats.Delivered.Add(1)
 	return nil
 }

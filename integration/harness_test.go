@@ -148,6 +148,11 @@ func startServer(t testing.TB, dbURL string, args ...string) *server {
 	s.start("127.0.0.1:0")
 	t.Cleanup(func() {
 		s.stop()
+		// Under GOFLAGS=-race the server is built with the race detector,
+		// which reports to its log, not to this test.
+		if strings.Contains(s.logs(), "DATA RACE") {
+			t.Errorf("the race detector reported a data race in aspd")
+		}
 		if t.Failed() {
 			s.logMu.Lock()
 			t.Logf("aspd log:\n%s", s.log.String())

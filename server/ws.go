@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"math"
 	"sync"
 	"time"
 
@@ -20,16 +21,39 @@ func (s *Server) connect(c echo.Context) error {
 	}
 	ws.SetReadLimit(s.cfg.WSReadLimit)
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	tr := &wsTransport{ws: ws}
 	conn, err := s.hub.Attach(ctx, handle, tr)
 	if err != nil {
+		cancel()
 		ws.Close(websocket.StatusTryAgainLater, "server shutting down")
 		return nil
 	}
-	// The reader: answers pings/pongs and notices the peer going away.
-	// Clients send nothing else; a data message is ignored.
+	// Keepalive: a peer that stops answering pings is closed. A timer, not a
+	// goroutine with a ticker: between pings a connection holds no goroutine
+	// for it, which matters at tens of thousands of idle connections.
+	var keepalive *time.Timer
+	// Armed only after the assignment, so the callback always sees it.
+	keepalive = time.AfterFunc(time.Duration(math.MaxInt64), func() {
+		pctx, pcancel := context.WithTimeout(ctx, s.cfg.PingInterval)
+		err := ws.Ping(pctx)
+		pcancel()
+		if err != nil {
+			if ctx.Err() == nil {
+				conn.Close(int(websocket.StatusPolicyViolation), "ping timeout")
+			}
+			return
+		}
+		keepalive.Reset(s.cfg.PingInterval)
+	})
+	keepalive.Reset(s.cfg.PingInterval)
+	conn.Start()
+
+	// The reader owns the connection's lifetime: it answers pings and pongs,
+	// notices the peer going away, and tears everything down. Clients send
+	// nothing else; a data message is ignored. The HTTP handler returns now,
+	// so an idle connection costs one goroutine, this one.
 	go func() {
+		defer cancel()
 		for {
 			if _, _, err := ws.Read(ctx); err != nil {
 				var ce websocket.CloseError
@@ -38,37 +62,16 @@ func (s *Server) connect(c echo.Context) error {
 				} else {
 					conn.Close(int(websocket.StatusGoingAway), "read failed")
 				}
-				cancel()
-				return
+				break
 			}
 		}
+		keepalive.Stop()
+		conn.Finish()
+		// cancel (deferred) tears the socket down at once; let a close
+		// handshake the server started (4001, 1001, 1008, ...) put its close
+		// frame on the wire first, or the peer sees an abnormal closure.
+		tr.wait(15 * time.Second)
 	}()
-	// Keepalive: a peer that stops answering pings is closed.
-	go func() {
-		t := time.NewTicker(s.cfg.PingInterval)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-conn.Done():
-				return
-			case <-t.C:
-				pctx, pcancel := context.WithTimeout(ctx, s.cfg.PingInterval)
-				err := ws.Ping(pctx)
-				pcancel()
-				if err != nil && ctx.Err() == nil {
-					conn.Close(int(websocket.StatusPolicyViolation), "ping timeout")
-					return
-				}
-			}
-		}
-	}()
-	conn.Run(ctx)
-	// cancel (deferred) tears the socket down at once; let a close handshake
-	// the server started (4001, 1001, 1008, ...) put its close frame on the
-	// wire first, or the peer sees an abnormal closure instead of the code.
-	tr.wait(15 * time.Second)
 	return nil
 }
 

@@ -18,10 +18,14 @@ type dialect struct {
 	// forUpdate is appended to the SELECT that locks a session row. SQLite has
 	// no row locks; its single write connection serialises transactions.
 	forUpdate string
+	// forUpdateOfSessions locks only the sessions rows of a join (alias s).
+	forUpdateOfSessions string
+	// dataModifyingCTE: the dialect runs UPDATE inside WITH of an INSERT.
+	dataModifyingCTE bool
 }
 
 var (
-	postgresDialect = dialect{name: "postgres", goose: goose.DialectPostgres, forUpdate: " FOR UPDATE"}
+	postgresDialect = dialect{name: "postgres", goose: goose.DialectPostgres, forUpdate: " FOR UPDATE", forUpdateOfSessions: " FOR UPDATE OF s", dataModifyingCTE: true}
 	sqliteDialect   = dialect{name: "sqlite", goose: goose.DialectSQLite3, forUpdate: ""}
 )
 

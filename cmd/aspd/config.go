@@ -122,7 +122,7 @@ func parseConfig(args []string) (*config, error) {
 	e.str(&c.adminTokenFile, "admin-token-file", "", "file holding the operator token; created with a random token (mode 0600) if missing (default <data-dir>/admin.token)")
 	e.str(&c.seed, "seed", "", `JSON file of agents to provision at start-up, idempotently: {"@alice.test": {"token": "...", "inbound_policy": "open", "allowlist": []}, "@bob.test": "token"}`)
 	e.bool(&c.groupCommit, "group-commit", true, "append concurrent messages in shared transactions (one commit per batch); false = one transaction per message")
-	e.int(&c.committers, "committers", 0, "group-commit workers (0 = 4 on PostgreSQL, 1 on SQLite)")
+	e.int(&c.committers, "committers", 0, "group-commit workers (0 = 2 on PostgreSQL, 1 on SQLite)")
 	e.dur(&c.graceWindow, "grace-window", 60*time.Second, "how long a joined agent whose last connection dropped stays joined before session.left {reason: grace_expired}")
 	e.int64(&c.maxBodyBytes, "max-body-bytes", 1<<20, "largest accepted request body, in bytes (413 body_too_large)")
 	e.int(&lim.MaxContentBytes, "max-content-bytes", lim.MaxContentBytes, "largest message content, encoded JSON bytes (413 content_too_large)")

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Reproduces docs/benchmarks.md on this machine: builds aspd and aspbench,
+# starts aspd on a fresh local PostgreSQL database (loopback only), runs each
+# scenario and the pgbench ceiling, and prints every result. Bounded: each
+# scenario stops by itself (see the flags), the whole run takes ~5 minutes.
+#
+#   bench/run.sh            # all scenarios
+#   bench/run.sh chat       # one of: chat chat-rate fanout replay idle pgbench
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+PG=${ASPD_BENCH_PG:-postgres://postgres@127.0.0.1:5432}
+DB=aspd_bench
+ADDR=127.0.0.1:8090
+OUT=${OUT:-/tmp/aspd-bench}
+export ASPBENCH_ADMIN_TOKEN=bench-admin-token-0123456789
+mkdir -p "$OUT"
+go build -o "$OUT/aspd" ./cmd/aspd
+go build -o "$OUT/aspbench" ./cmd/aspbench
+
+PID=
+start_aspd() {
+	[ -n "$PID" ] && kill "$PID" 2>/dev/null && wait "$PID" 2>/dev/null || true
+	psql "$PG/postgres" -qc "DROP DATABASE IF EXISTS $DB" -c "CREATE DATABASE $DB" >/dev/null
+	ASPD_ADMIN_TOKEN=$ASPBENCH_ADMIN_TOKEN "$OUT/aspd" --database-url "$PG/$DB?sslmode=disable" \
+		--listen "$ADDR" --data-dir "$OUT/data" >"$OUT/aspd.log" 2>&1 &
+	PID=$!
+	for _ in $(seq 50); do curl -fs "http://$ADDR/readyz" >/dev/null && return; sleep 0.1; done
+	echo "aspd did not start" >&2; exit 1
+}
+stop_aspd() { [ -n "$PID" ] && kill "$PID" && wait "$PID" 2>/dev/null || true; PID=; }
+trap stop_aspd EXIT
+bench() { "$OUT/aspbench" --server "http://$ADDR" --pid "$PID" "$@"; }
+
+run() {
+	case $1 in
+	chat)      start_aspd; bench chat --sessions 300 --participants 3 --duration 10s ;;
+	chat-rate) start_aspd; bench chat --sessions 300 --participants 3 --rate 2000 --duration 10s ;;
+	fanout)    start_aspd; bench --timeout 10m fanout --participants 1000 --rate 10 --messages 100 ;;
+	replay)    start_aspd; bench replay --sessions 100 --events 10000 ;;
+	idle)      start_aspd; bench --timeout 5m idle --connections "${IDLE_CONNECTIONS:-19000}" --agents 100 --duration 5s ;;
+	pgbench)
+		stop_aspd
+		psql "$PG/postgres" -qc "DROP DATABASE IF EXISTS $DB" -c "CREATE DATABASE $DB" >/dev/null
+		psql "$PG/$DB" -q -f bench/pgbench-setup.sql
+		pgbench -n -c 32 -j 2 -T 10 -f bench/pgbench-insert.sql "$PG/$DB" ;;
+	*) echo "unknown scenario $1" >&2; exit 2 ;;
+	esac
+}
+if [ $# -eq 0 ]; then set -- chat chat-rate fanout replay idle pgbench; fi
+for s in "$@"; do echo "=== $s"; run "$s"; done
