@@ -507,6 +507,10 @@ func (b *bench) metrics(ctx context.Context) map[string]float64 {
 	if err != nil {
 		return nil
 	}
+	if b.o.adminToken != "" {
+		// aspd serves /metrics to the operator; other operators may not ask.
+		req.Header.Set("Authorization", "Bearer "+b.o.adminToken)
+	}
 	resp, err := b.http.Do(req)
 	if err != nil {
 		return nil
