@@ -6,6 +6,7 @@
 #
 #   bench/run.sh            # all scenarios
 #   bench/run.sh chat       # one of: chat chat-rate fanout replay idle pgbench
+#   ASPD_FLAGS="--group-commit=false" bench/run.sh chat-rate   # compare aspd settings
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -23,7 +24,7 @@ start_aspd() {
 	[ -n "$PID" ] && kill "$PID" 2>/dev/null && wait "$PID" 2>/dev/null || true
 	psql "$PG/postgres" -qc "DROP DATABASE IF EXISTS $DB" -c "CREATE DATABASE $DB" >/dev/null
 	ASPD_ADMIN_TOKEN=$ASPBENCH_ADMIN_TOKEN "$OUT/aspd" --database-url "$PG/$DB?sslmode=disable" \
-		--listen "$ADDR" --data-dir "$OUT/data" >"$OUT/aspd.log" 2>&1 &
+		--listen "$ADDR" --data-dir "$OUT/data" ${ASPD_FLAGS:-} >"$OUT/aspd.log" 2>&1 &
 	PID=$!
 	for _ in $(seq 50); do curl -fs "http://$ADDR/readyz" >/dev/null && return; sleep 0.1; done
 	echo "aspd did not start" >&2; exit 1
