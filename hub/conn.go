@@ -138,14 +138,13 @@ func (c *Conn) notify(sessionID string, head int64) {
 	}
 	p, known := c.pos[sessionID]
 	lagging := c.replayed && known && head-p > c.hub.cfg.MaxLag
+	if !lagging {
+		c.kickLocked()
+	}
 	c.mu.Unlock()
 	if lagging {
 		go c.cutSlow(sessionID, head-p)
-		return
 	}
-	c.mu.Lock()
-	c.kickLocked()
-	c.mu.Unlock()
 }
 
 // kickLocked starts a writer goroutine unless one runs. Called with c.mu held.
@@ -217,9 +216,6 @@ func (c *Conn) closedBecause() string {
 	return c.closeWhy
 }
 
-// Done is closed when the connection is closed.
-func (c *Conn) Done() <-chan struct{} { return c.closed }
-
 // Start begins delivery: a writer first replays everything the agent
 // missed (past its durable cursors), then live events follow as they are
 // announced. Call it once, after Attach.
@@ -254,7 +250,7 @@ func (c *Conn) replay() {
 		c.running = false
 		c.mu.Unlock()
 		c.writers.Done()
-		c.closeFor(CloseInternal, "internal error")
+		c.close(CloseInternal, "internal error")
 		return
 	}
 	c.mu.Lock()
@@ -281,9 +277,6 @@ func (c *Conn) write0() {
 	defer c.writers.Done()
 	c.drain(c.ctx)
 }
-
-// closeFor closes the connection and records why.
-func (c *Conn) closeFor(code int, reason string) { c.close(code, reason) }
 
 // fail closes the connection after a failed pull and records why.
 func (c *Conn) fail(err error) {
