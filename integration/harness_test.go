@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -9,37 +8,26 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/coder/websocket"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
+	"github.com/aspd/aspd/internal/aspdtest"
 	"github.com/aspd/aspd/internal/dbtest"
 )
 
 var aspdBin string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "aspd-integration")
-	if err != nil {
-		panic(err)
-	}
-	aspdBin = filepath.Join(dir, "aspd")
-	build := exec.Command("go", "build", "-o", aspdBin, "../cmd/aspd")
-	build.Stdout, build.Stderr = os.Stdout, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building aspd:", err)
-		os.Exit(1)
-	}
+	bin, cleanup := aspdtest.MustBuild()
+	aspdBin = bin
 	code := m.Run()
-	os.RemoveAll(dir)
+	cleanup()
 	os.Exit(code)
 }
 
@@ -127,13 +115,9 @@ type server struct {
 	dir   string
 	admin string
 	args  []string
-	cmd   *exec.Cmd
-	logMu sync.Mutex
-	log   bytes.Buffer
-	done  chan struct{}
+	proc  *aspdtest.Process
+	log   aspdtest.Log // across restarts
 }
-
-var listenRE = regexp.MustCompile(`aspd listening.*addr=(http://\S+)`)
 
 // backends runs fn once per store backend, each with a fresh database.
 func backends(t *testing.T, fn func(t *testing.T, dbURL string)) {
@@ -154,9 +138,7 @@ func startServer(t testing.TB, dbURL string, args ...string) *server {
 			t.Errorf("the race detector reported a data race in aspd")
 		}
 		if t.Failed() {
-			s.logMu.Lock()
-			t.Logf("aspd log:\n%s", s.log.String())
-			s.logMu.Unlock()
+			t.Logf("aspd log:\n%s", s.logs())
 		}
 	})
 	return s
@@ -165,78 +147,33 @@ func startServer(t testing.TB, dbURL string, args ...string) *server {
 func (s *server) start(listen string) {
 	s.t.Helper()
 	args := append([]string{"--listen", listen, "--database-url", s.dbURL, "--data-dir", s.dir}, s.args...)
-	cmd := exec.Command(aspdBin, args...)
-	cmd.Env = append(os.Environ(), "ASPD_ADMIN_TOKEN="+s.admin)
-	stderr, err := cmd.StderrPipe()
+	p, err := aspdtest.Start(aspdBin, args, []string{"ASPD_ADMIN_TOKEN=" + s.admin}, &s.log)
 	if err != nil {
-		s.t.Fatal(err)
+		s.t.Fatalf("%v:\n%s", err, s.logs())
 	}
-	if err := cmd.Start(); err != nil {
-		s.t.Fatal(err)
-	}
-	s.cmd = cmd
-	s.done = make(chan struct{})
-	addr := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		sc.Buffer(make([]byte, 1<<20), 1<<20)
-		sent := false
-		for sc.Scan() {
-			line := sc.Text()
-			s.logMu.Lock()
-			s.log.WriteString(line + "\n")
-			s.logMu.Unlock()
-			if m := listenRE.FindStringSubmatch(line); m != nil && !sent {
-				addr <- m[1]
-				sent = true
-			}
-		}
-		_ = cmd.Wait()
-		close(s.done)
-	}()
-	select {
-	case a := <-addr:
-		s.url = a
-	case <-s.done:
-		s.t.Fatalf("aspd exited during start-up:\n%s", s.logs())
-	case <-time.After(30 * time.Second):
-		s.t.Fatalf("aspd did not start within 30s:\n%s", s.logs())
-	}
+	s.proc, s.url = p, p.URL
 }
 
-func (s *server) logs() string {
-	s.logMu.Lock()
-	defer s.logMu.Unlock()
-	return s.log.String()
-}
+func (s *server) logs() string { return s.log.String() }
 
 // stop terminates aspd gracefully (SIGTERM) and waits for it.
 func (s *server) stop() {
-	if s.cmd == nil || s.cmd.Process == nil {
-		return
+	if s.proc != nil {
+		s.proc.Stop()
+		s.proc = nil
 	}
-	_ = s.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-s.done:
-	case <-time.After(15 * time.Second):
-		_ = s.cmd.Process.Kill()
-		<-s.done
-	}
-	s.cmd = nil
 }
 
 // kill terminates aspd with SIGKILL: no shutdown code runs.
 func (s *server) kill() {
-	_ = s.cmd.Process.Kill()
-	<-s.done
-	s.cmd = nil
+	s.proc.Kill()
+	s.proc = nil
 }
 
 // restart starts aspd again on the same address and database.
 func (s *server) restart() {
 	s.t.Helper()
-	addr := strings.TrimPrefix(s.url, "http://")
-	s.start(addr)
+	s.start(strings.TrimPrefix(s.url, "http://"))
 }
 
 // ---- HTTP clients ----

@@ -1,39 +1,27 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
 	"math"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/aspd/aspd/internal/aspdtest"
 )
 
 var aspdBin string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "aspbench-test")
-	if err != nil {
-		panic(err)
-	}
-	aspdBin = filepath.Join(dir, "aspd")
-	build := exec.Command("go", "build", "-o", aspdBin, "../aspd")
-	build.Stdout, build.Stderr = os.Stdout, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building aspd:", err)
-		os.Exit(1)
-	}
+	bin, cleanup := aspdtest.MustBuild()
+	aspdBin = bin
 	code := m.Run()
-	os.RemoveAll(dir)
+	cleanup()
 	os.Exit(code)
 }
 
@@ -293,68 +281,26 @@ func TestParseSeed(t *testing.T) {
 type aspdProc struct {
 	url   string
 	admin string
-	cmd   *exec.Cmd
-	done  chan struct{}
-	mu    sync.Mutex
-	log   bytes.Buffer
+	proc  *aspdtest.Process
+	log   aspdtest.Log
 }
-
-var listenRE = regexp.MustCompile(`aspd listening.*addr=(http://\S+)`)
 
 // startAspd starts aspd on the embedded store on a fresh loopback port.
 func startAspd(t *testing.T, extra ...string) *aspdProc {
 	t.Helper()
-	p := &aspdProc{admin: fmt.Sprintf("admin-%d-token", time.Now().UnixNano()), done: make(chan struct{})}
+	p := &aspdProc{admin: fmt.Sprintf("admin-%d-token", time.Now().UnixNano())}
 	args := append([]string{"--listen", "127.0.0.1:0", "--data-dir", t.TempDir()}, extra...)
-	p.cmd = exec.Command(aspdBin, args...)
-	p.cmd.Env = append(os.Environ(), "ASPD_ADMIN_TOKEN="+p.admin)
-	stderr, err := p.cmd.StderrPipe()
+	proc, err := aspdtest.Start(aspdBin, args, []string{"ASPD_ADMIN_TOKEN=" + p.admin}, &p.log)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("%v:\n%s", err, p.log.String())
 	}
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	addr := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		sc.Buffer(make([]byte, 1<<20), 1<<20)
-		sent := false
-		for sc.Scan() {
-			line := sc.Text()
-			p.mu.Lock()
-			p.log.WriteString(line + "\n")
-			p.mu.Unlock()
-			if m := listenRE.FindStringSubmatch(line); m != nil && !sent {
-				addr <- m[1]
-				sent = true
-			}
-		}
-		_ = p.cmd.Wait()
-		close(p.done)
-	}()
+	p.proc, p.url = proc, proc.URL
 	t.Cleanup(func() {
-		_ = p.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-p.done:
-		case <-time.After(15 * time.Second):
-			_ = p.cmd.Process.Kill()
-			<-p.done
-		}
+		proc.Stop()
 		if t.Failed() {
-			p.mu.Lock()
 			t.Logf("aspd log (tail):\n%s", tail(p.log.String(), 60))
-			p.mu.Unlock()
 		}
 	})
-	select {
-	case a := <-addr:
-		p.url = a
-	case <-p.done:
-		t.Fatalf("aspd exited during start-up:\n%s", p.log.String())
-	case <-time.After(30 * time.Second):
-		t.Fatal("aspd did not start within 30s")
-	}
 	return p
 }
 
@@ -434,7 +380,7 @@ func TestEndToEnd(t *testing.T) {
 		t.Skip("starts aspd")
 	}
 	srv := startAspd(t)
-	pid := fmt.Sprint(srv.cmd.Process.Pid)
+	pid := fmt.Sprint(srv.proc.PID())
 	common := []string{"--server", srv.url, "--admin-token", srv.admin}
 
 	t.Run("chat closed loop", func(t *testing.T) {

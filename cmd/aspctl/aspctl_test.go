@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -9,17 +8,17 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/coder/websocket"
+
+	"github.com/aspd/aspd/internal/aspdtest"
 )
 
 var aspdBin string
@@ -28,19 +27,10 @@ func TestMain(m *testing.M) {
 	for _, v := range []string{"ASPCTL_SERVER", "ASPCTL_TOKEN", "ASPCTL_ADMIN_TOKEN", "ASPCTL_ADMIN_TOKEN_FILE"} {
 		os.Unsetenv(v)
 	}
-	dir, err := os.MkdirTemp("", "aspctl-test")
-	if err != nil {
-		panic(err)
-	}
-	aspdBin = filepath.Join(dir, "aspd")
-	build := exec.Command("go", "build", "-o", aspdBin, "../../cmd/aspd")
-	build.Stdout, build.Stderr = os.Stdout, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building aspd:", err)
-		os.Exit(1)
-	}
+	bin, cleanup := aspdtest.MustBuild()
+	aspdBin = bin
 	code := m.Run()
-	os.RemoveAll(dir)
+	cleanup()
 	os.Exit(code)
 }
 
@@ -52,13 +42,9 @@ type aspd struct {
 	url   string
 	admin string
 	dir   string
-	cmd   *exec.Cmd
-	done  chan struct{}
-	logMu sync.Mutex
-	log   bytes.Buffer
+	proc  *aspdtest.Process
+	log   aspdtest.Log
 }
-
-var listenRE = regexp.MustCompile(`aspd listening.*addr=(http://\S+)`)
 
 func startAspd(t *testing.T) *aspd {
 	t.Helper()
@@ -75,62 +61,22 @@ func startAspd(t *testing.T) *aspd {
 
 func (s *aspd) start(listen string) {
 	s.t.Helper()
-	cmd := exec.Command(aspdBin, "--listen", listen, "--data-dir", s.dir)
-	cmd.Env = append(os.Environ(), "ASPD_ADMIN_TOKEN="+s.admin, "ASPD_DATABASE_URL=")
-	stderr, err := cmd.StderrPipe()
+	p, err := aspdtest.Start(aspdBin, []string{"--listen", listen, "--data-dir", s.dir},
+		[]string{"ASPD_ADMIN_TOKEN=" + s.admin, "ASPD_DATABASE_URL="}, &s.log)
 	if err != nil {
-		s.t.Fatal(err)
+		s.t.Fatalf("%v:\n%s", err, s.logs())
 	}
-	if err := cmd.Start(); err != nil {
-		s.t.Fatal(err)
-	}
-	s.cmd, s.done = cmd, make(chan struct{})
-	addr := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		sc.Buffer(make([]byte, 1<<20), 1<<20)
-		for sc.Scan() {
-			s.logMu.Lock()
-			s.log.WriteString(sc.Text() + "\n")
-			s.logMu.Unlock()
-			if m := listenRE.FindStringSubmatch(sc.Text()); m != nil {
-				select {
-				case addr <- m[1]:
-				default:
-				}
-			}
-		}
-		_ = cmd.Wait()
-		close(s.done)
-	}()
-	select {
-	case s.url = <-addr:
-	case <-s.done:
-		s.t.Fatalf("aspd exited during start-up:\n%s", s.logs())
-	case <-time.After(30 * time.Second):
-		s.t.Fatalf("aspd did not start within 30s:\n%s", s.logs())
-	}
+	s.proc, s.url = p, p.URL
 }
 
-func (s *aspd) logs() string {
-	s.logMu.Lock()
-	defer s.logMu.Unlock()
-	return s.log.String()
-}
+func (s *aspd) logs() string { return s.log.String() }
 
 // stop terminates aspd with SIGTERM (WebSockets are closed 1001).
 func (s *aspd) stop() {
-	if s.cmd == nil {
-		return
+	if s.proc != nil {
+		s.proc.Stop()
+		s.proc = nil
 	}
-	_ = s.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-s.done:
-	case <-time.After(15 * time.Second):
-		_ = s.cmd.Process.Kill()
-		<-s.done
-	}
-	s.cmd = nil
 }
 
 // restart starts aspd again on the same address and data directory.
