@@ -380,9 +380,15 @@ func dial(t testing.TB, s *server, token string) *stream {
 		cancel()
 		t.Fatalf("dial /connect: %v", err)
 	}
+	return newStream(t, ws, cancel)
+}
+
+// newStream reads ws in a goroutine, queueing every event.
+func newStream(t testing.TB, ws *websocket.Conn, cancel context.CancelFunc) *stream {
 	ws.SetReadLimit(1 << 20)
 	st := &stream{t: t, ws: ws, events: make(chan event, 100000), closed: make(chan websocket.StatusCode, 1), cancel: cancel}
 	go func() {
+		ctx := context.Background()
 		for {
 			_, raw, err := ws.Read(ctx)
 			if err != nil {

@@ -296,27 +296,7 @@ func dialQuery(t testing.TB, s *server, token string) *stream {
 		cancel()
 		t.Fatalf("dial /connect?token=: %v", err)
 	}
-	ws.SetReadLimit(1 << 20)
-	st := &stream{t: t, ws: ws, events: make(chan event, 1000), closed: make(chan websocket.StatusCode, 1), cancel: cancel}
-	go func() {
-		for {
-			_, raw, err := ws.Read(ctx)
-			if err != nil {
-				st.closed <- websocket.CloseStatus(err)
-				close(st.events)
-				return
-			}
-			var e event
-			if json.Unmarshal(raw, &e) != nil {
-				st.t.Errorf("non-JSON event: %s", raw)
-				continue
-			}
-			e.Raw = raw
-			st.events <- e
-		}
-	}()
-	t.Cleanup(st.close)
-	return st
+	return newStream(t, ws, cancel)
 }
 
 // dialStatus attempts WS /connect with the given Authorization header value
