@@ -13,7 +13,9 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"math"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -36,6 +38,11 @@ type Config struct {
 	WSReadLimit    int64         // largest client-to-server WebSocket message
 	Hub            hub.Config
 	Frames         FramesConfig
+	// Per-agent request rates (token buckets); a rate of 0 disables the limit.
+	ContactRate  float64 // POST /sessions, /invite, /reopen: contact attempts
+	ContactBurst int
+	MessageRate  float64 // POST /sessions/{id}/messages
+	MessageBurst int
 }
 
 // Server is aspd's HTTP surface.
@@ -47,8 +54,10 @@ type Server struct {
 	echo *echo.Echo
 	auth *authCache
 
-	streams *streams.Registry
-	limiter *rateLimiter
+	streams  *streams.Registry
+	limiter  *rateLimiter // frame submissions
+	contacts *rateLimiter // nil = unlimited
+	messages *rateLimiter // nil = unlimited
 
 	stop chan struct{}
 	wg   sync.WaitGroup
@@ -58,6 +67,12 @@ type Server struct {
 func New(cfg Config, st *store.Store, log *slog.Logger) *Server {
 	s := &Server{cfg: cfg, st: st, log: log, auth: newAuthCache(), stop: make(chan struct{}),
 		streams: streams.New(cfg.Frames.Retention), limiter: newRateLimiter(cfg.Frames.RatePerSecond, cfg.Frames.Burst)}
+	if cfg.ContactRate > 0 {
+		s.contacts = newRateLimiter(cfg.ContactRate, max(cfg.ContactBurst, 1))
+	}
+	if cfg.MessageRate > 0 {
+		s.messages = newRateLimiter(cfg.MessageRate, max(cfg.MessageBurst, 1))
+	}
 	s.hub = hub.New(cfg.Hub, st, presence{s}, log)
 	s.echo = s.routes()
 	return s
@@ -149,16 +164,16 @@ func (s *Server) routes() *echo.Echo {
 	e.GET("/readyz", s.readyz)
 
 	a := e.Group("", s.agentAuth)
-	a.POST("/sessions", s.createSession)
+	a.POST("/sessions", s.createSession, s.limit(func() *rateLimiter { return s.contacts }, "contact attempts"))
 	a.GET("/sessions", s.listSessions)
 	a.GET("/sessions/:id", s.getSession)
 	a.GET("/sessions/:id/events", s.listEvents)
 	a.POST("/sessions/:id/join", s.join)
-	a.POST("/sessions/:id/invite", s.invite)
-	a.POST("/sessions/:id/messages", s.sendMessage)
+	a.POST("/sessions/:id/invite", s.invite, s.limit(func() *rateLimiter { return s.contacts }, "contact attempts"))
+	a.POST("/sessions/:id/messages", s.sendMessage, s.limit(func() *rateLimiter { return s.messages }, "messages"))
 	a.POST("/sessions/:id/leave", s.leave)
 	a.POST("/sessions/:id/end", s.end)
-	a.POST("/sessions/:id/reopen", s.reopen)
+	a.POST("/sessions/:id/reopen", s.reopen, s.limit(func() *rateLimiter { return s.contacts }, "contact attempts"))
 	a.GET("/connect", s.connect)
 	a.POST("/frames", s.submitFrame)
 	a.GET("/stream", s.openStream)
@@ -200,6 +215,24 @@ func (s *Server) errorHandler(err error, c echo.Context) {
 		c.Response().Header().Set("Retry-After", "1")
 	}
 	_ = c.JSON(pe.Status, protocol.ErrorBody{Error: pe})
+}
+
+// limit applies a per-agent rate limit (429 rate_limited with Retry-After)
+// when one is configured.
+func (s *Server) limit(l func() *rateLimiter, what string) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			lim := l()
+			if lim == nil {
+				return next(c)
+			}
+			if wait, ok := lim.allow(agent(c)); !ok {
+				c.Response().Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
+				return protocol.Errorf(http.StatusTooManyRequests, protocol.CodeRateLimited, "rate limit for %s is %g per second", what, lim.rate)
+			}
+			return next(c)
+		}
+	}
 }
 
 func (s *Server) recoverer(next echo.HandlerFunc) echo.HandlerFunc {

@@ -28,6 +28,12 @@ type config struct {
 	hub            hub.Config
 	frames         server.FramesConfig
 	frameRate      string
+	contactRate    string
+	contactRateV   float64
+	messageRateV   float64
+	messageRate    string
+	contactBurst   int
+	messageBurst   int
 	pprof          string
 	groupCommit    bool
 	committers     int
@@ -113,6 +119,10 @@ func parseConfig(args []string) (*config, error) {
 	lim := protocol.DefaultLimits()
 	hc := hub.DefaultConfig()
 	fc := server.DefaultFramesConfig()
+	e.str(&c.contactRate, "contact-rate", "0", "contact attempts (POST /sessions, /invite, /reopen) per agent per second; 0 = unlimited (429 rate_limited with Retry-After beyond)")
+	e.int(&c.contactBurst, "contact-burst", 20, "contact attempts an agent may make in a burst")
+	e.str(&c.messageRate, "message-rate", "0", "messages (POST /sessions/{id}/messages) per agent per second; 0 = unlimited (429 rate_limited with Retry-After beyond)")
+	e.int(&c.messageBurst, "message-burst", 200, "messages an agent may send in a burst")
 	e.str(&c.frameRate, "frame-rate", "20", "frame submissions per sender per second (POST /frames; 429 rate_limited with Retry-After beyond)")
 
 	e.str(&c.listen, "listen", "127.0.0.1:8080", "address to serve HTTP and WebSocket on")
@@ -168,6 +178,20 @@ func parseConfig(args []string) (*config, error) {
 		return nil, fmt.Errorf("--frame-rate must be a positive number")
 	} else {
 		fc.RatePerSecond = frameRate
+	}
+	for _, r := range []struct {
+		name string
+		v    string
+		out  *float64
+	}{{"--contact-rate", c.contactRate, &c.contactRateV}, {"--message-rate", c.messageRate, &c.messageRateV}} {
+		f, err := strconv.ParseFloat(r.v, 64)
+		if err != nil || f < 0 {
+			return nil, fmt.Errorf("%s must be a number >= 0", r.name)
+		}
+		*r.out = f
+	}
+	if c.contactBurst < 1 || c.messageBurst < 1 {
+		return nil, fmt.Errorf("--contact-burst and --message-burst must be at least 1")
 	}
 	c.limits = lim
 	c.hub = hc

@@ -52,6 +52,9 @@ func TestParseConfigFlagsAndEnvironment(t *testing.T) {
 		{"--max-body-bytes", "10"},
 		{"--frame-max-reach", "2", "--frame-max-streams", "3"},
 		{"--frame-rate", "0"},
+		{"--contact-rate", "-1"},
+		{"--message-rate", "x"},
+		{"--message-burst", "0"},
 		{"--frame-max-age", "-1s"},
 		{"extra"},
 	} {

@@ -81,6 +81,10 @@ func run(cfg *config) error {
 		WSReadLimit:    cfg.wsReadLimit,
 		Hub:            cfg.hub,
 		Frames:         cfg.frames,
+		ContactRate:    cfg.contactRateV,
+		ContactBurst:   cfg.contactBurst,
+		MessageRate:    cfg.messageRateV,
+		MessageBurst:   cfg.messageBurst,
 	}, st, log)
 	if err := srv.Start(ctx); err != nil {
 		return err
