@@ -172,7 +172,7 @@ func (s *Store) MarkOffline(ctx context.Context, h string) ([]*Commit, error) {
 // session.left with reason grace_expired. offlineBefore is now minus the
 // grace window, in epoch milliseconds.
 func (s *Store) ExpireGrace(ctx context.Context, offlineBefore int64) ([]*Commit, error) {
-	handles, err := queryStrings(ctx, s.read, `SELECT handle FROM presence WHERE online = $1 AND offline_since IS NOT NULL AND offline_since <= $2 ORDER BY handle`, false, offlineBefore)
+	handles, err := queryStrings(ctx, s.read, `SELECT handle FROM presence WHERE offline_since IS NOT NULL AND offline_since <= $2 AND online = $1 ORDER BY handle`, false, offlineBefore)
 	if err != nil {
 		return nil, err
 	}
