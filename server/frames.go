@@ -55,6 +55,11 @@ func frameErr(status int, code, field, format string, args ...any) *protocol.Err
 func (s *Server) sessionFrames(c *protocol.Content, sender string) ([]string, error) {
 	var recipients []string
 	for i, data := range c.DataParts {
+		// Most data parts are not frames: skip the decode unless the key
+		// can be there at all.
+		if !bytes.Contains(data, []byte(`"envelope_version"`)) {
+			continue
+		}
 		var obj map[string]json.RawMessage
 		if err := json.Unmarshal(data, &obj); err != nil || !frame.IsFrame(obj) {
 			continue
