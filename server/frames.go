@@ -56,8 +56,9 @@ func (s *Server) sessionFrames(c *protocol.Content, sender string) ([]string, er
 	var recipients []string
 	for i, data := range c.DataParts {
 		// Most data parts are not frames: skip the decode unless the key
-		// can be there at all.
-		if !bytes.Contains(data, []byte(`"envelope_version"`)) {
+		// can be there at all, written plainly or with \u escapes (which
+		// any JSON parser would decode to envelope_version).
+		if !bytes.Contains(data, []byte(`envelope_version`)) && !bytes.Contains(data, []byte(`\u`)) {
 			continue
 		}
 		var obj map[string]json.RawMessage

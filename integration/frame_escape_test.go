@@ -1,0 +1,32 @@
+package integration
+
+import (
+	"net/http"
+	"testing"
+
+	"github.com/aspd/aspd/internal/dbtest"
+)
+
+// TestFrameDetectionSeesEscapedKeys: a data object whose key is written
+// "envelope\u005fversion" is an agent-channel frame to every JSON parser,
+// so aspd must validate it as one (here: an unsupported version), not let it
+// through as plain data.
+func TestFrameDetectionSeesEscapedKeys(t *testing.T) {
+	s := startServer(t, dbtest.SQLite(t))
+	a := s.provision("@esc.a", "open")
+	sid := a.createSession(map[string]any{})
+	body := `{"content":[{"type":"data","data":{"envelope\u005fversion":"9.9","kind":"agent_advisory"}}]}`
+	code, out := a.do("POST", "/sessions/"+sid+"/messages", body)
+	var e struct {
+		Error struct{ Code, Field string } `json:"error"`
+	}
+	mustUnmarshal(t, out, &e)
+	if code != http.StatusBadRequest || e.Error.Code != "envelope-version-unsupported" || e.Error.Field != "envelope_version" {
+		t.Fatalf("escaped envelope_version: %d %s, want 400 envelope-version-unsupported", code, out)
+	}
+	if evs := a.events(sid); len(evs) != 0 {
+		t.Fatalf("a rejected message was stored: %d events", len(evs))
+	}
+	// A plain data object is still just data.
+	a.send(sid, []map[string]any{{"type": "data", "data": map[string]any{"note": "caf\u00e9"}}})
+}
