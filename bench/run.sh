@@ -2,7 +2,7 @@
 # Reproduces docs/benchmarks.md on this machine: builds aspd and aspbench,
 # starts aspd on a fresh local PostgreSQL database (loopback only), runs each
 # scenario and the pgbench ceiling, and prints every result. Bounded: each
-# scenario stops by itself (see the flags), the whole run takes ~5 minutes.
+# scenario stops by itself (see the flags), the whole run takes 3-5 minutes.
 #
 #   bench/run.sh            # all scenarios
 #   bench/run.sh chat       # one of: chat chat-rate fanout replay idle pgbench
