@@ -347,14 +347,17 @@ func (c *Conn) pull(ctx context.Context, sessionID string, head int64) error {
 		default:
 		}
 		batch, fromStore := c.hub.fromRing(sessionID, cs.sent, head, c.hub.cfg.ReadBatch)
-		if fromStore {
+		// Everything up to an announced head is committed (a session's
+		// appends are serialised by its row lock), so when the ring cannot
+		// serve the next event yet, the store can: never wait on a publisher.
+		if fromStore || len(batch) == 0 {
 			c.hub.stats.StoreReads.Add(1)
 			if batch, err = c.hub.st.EventsAfter(ctx, sessionID, cs.sent, c.hub.cfg.ReadBatch); err != nil {
 				return err
 			}
 		}
 		if len(batch) == 0 {
-			return nil // not published yet; its publisher will wake us
+			return nil // nothing past sent: head was already delivered
 		}
 		restarted := false
 		for i := range batch {

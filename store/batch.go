@@ -82,14 +82,12 @@ func (s *Store) sendBatched(ctx context.Context, req SendMessage) (protocol.Send
 	case <-ctx.Done():
 		return protocol.SendMessageResponse{}, nil, ctx.Err()
 	}
-	// Once queued the message may commit even if ctx ends; the caller's
-	// retry with the same idempotency key then finds it.
-	select {
-	case r := <-c.done:
-		return r.resp, r.commit, r.err
-	case <-ctx.Done():
-		return protocol.SendMessageResponse{}, nil, ctx.Err()
-	}
+	// Once queued, wait for the batch whatever happens to ctx: the batch
+	// always answers, and a committed message's Commit must reach the
+	// caller, who publishes it for the whole session (a Commit dropped here
+	// would leave live delivery waiting for it).
+	r := <-c.done
+	return r.resp, r.commit, r.err
 }
 
 func (s *Store) commitBatch(calls []*sendCall) {

@@ -100,7 +100,13 @@ func (s *Store) migrate(ctx context.Context) error {
 }
 
 // inTx runs fn in a write transaction and commits it. fn's error rolls back.
+//
+// The transaction does not follow the caller's cancellation (a client that
+// hangs up must not leave a commit half-reported: the caller publishes what
+// committed); it is bounded by a timeout of its own instead.
 func (s *Store) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
 	tx, err := s.write.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("store: begin: %w", err)
