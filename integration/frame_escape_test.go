@@ -3,6 +3,7 @@ package integration
 import (
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/aspd/aspd/internal/dbtest"
 )
@@ -29,4 +30,23 @@ func TestFrameDetectionSeesEscapedKeys(t *testing.T) {
 	}
 	// A plain data object is still just data.
 	a.send(sid, []map[string]any{{"type": "data", "data": map[string]any{"note": "caf\u00e9"}}})
+}
+
+// TestFrameOrgScopeObeysTrust: an org: scope is a contact attempt on every
+// member: a member whose allowlist or block refuses the sender gets nothing,
+// and the answer's count is coarsened so the sender cannot tell.
+func TestFrameOrgScopeObeysTrust(t *testing.T) {
+	s := startServer(t, dbtest.SQLite(t))
+	closed := s.provision("@org.closed", "allowlist") // admits nobody
+	blocker := s.provision("@org.blocker", "open")
+	sender := s.provision("@org.sender", "open")
+	if code, out := s.adminDo("POST", "/agents/@org.blocker/blocks", map[string]any{"handle": "@org.sender"}); code != http.StatusOK {
+		t.Fatalf("block: %d %s", code, out)
+	}
+	closedStream := sseOpen(t, s, closed.token, "/stream?instrument=x", nil)
+	blockerStream := sseOpen(t, s, blocker.token, "/stream?instrument=x", nil)
+	fr := frNew(t, "@org.sender", "@org.sender", "agent_broadcast", "")
+	frWantCount(t, sender, "org:org/members/*", fr, 0, false)
+	closedStream.quiet(300 * time.Millisecond)
+	blockerStream.quiet(0)
 }

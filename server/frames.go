@@ -156,14 +156,30 @@ func (s *Server) authoriseScope(c echo.Context, me string, fr *frame.Frame, sc f
 		if err != nil {
 			return nil, false, err
 		}
+		// Each member is a contact attempt like any other: a member whose
+		// trust settings refuse the sender (allowlist, block) is silently
+		// left out, and the count is coarsened so that nobody learns which
+		// of an owner's agents refuse them or are online.
+		var from *store.Agent
+		for _, a := range members {
+			if a.Handle == me {
+				from = a
+			}
+		}
+		if from == nil {
+			return nil, false, store.ErrNotFound
+		}
 		t := &streams.Target{Org: sc.Owner}
 		for _, a := range members {
 			if sc.Kind == frame.ScopeOrgRole && !contains(a.Roles, sc.Role) {
 				continue
 			}
+			if a.Handle != me && !trust.CanContact(from.Trust(), a.Trust()) {
+				continue
+			}
 			t.Handles = append(t.Handles, a.Handle)
 		}
-		return t, true, nil
+		return t, false, nil
 	}
 	// The handle forms: the scope must name recipient_handle.
 	if sc.Handle != fr.RecipientHandle {
