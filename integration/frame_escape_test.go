@@ -50,3 +50,18 @@ func TestFrameOrgScopeObeysTrust(t *testing.T) {
 	closedStream.quiet(300 * time.Millisecond)
 	blockerStream.quiet(0)
 }
+
+// TestDuplicateKeysRefused: a part with two "data" members means a forged
+// frame to a first-wins parser and benign data to a last-wins one; aspd
+// refuses any duplicate member name (400 invalid_request) and stores nothing.
+func TestDuplicateKeysRefused(t *testing.T) {
+	s := startServer(t, dbtest.SQLite(t))
+	a := s.provision("@dup.a", "open")
+	sid := a.createSession(map[string]any{})
+	body := `{"content":[{"type":"data","data":{"envelope_version":"1.0","sender_handle":"@dup.b"},"data":{"note":"benign"}}]}`
+	code, out := a.do("POST", "/sessions/"+sid+"/messages", body)
+	wantError(t, "duplicate data member", code, out, http.StatusBadRequest, "invalid_request")
+	if evs := a.events(sid); len(evs) != 0 {
+		t.Fatalf("stored %d events", len(evs))
+	}
+}

@@ -29,6 +29,9 @@ func DecodeStrict(body []byte, v any) *Error {
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return Errorf(http.StatusBadRequest, CodeMalformedJSON, "request body must hold exactly one JSON value")
 	}
+	if err := checkDuplicateKeys(body); err != nil {
+		return Invalid("%v", err)
+	}
 	return nil
 }
 

@@ -73,6 +73,10 @@ func TestDecodeStrict(t *testing.T) {
 		{`{"content":"x","sender":"@evil.x"}`, CodeInvalidRequest, `unknown field "sender"`},
 		{`{"idempotency_key":5}`, CodeInvalidRequest, `"idempotency_key" must be a string`},
 		{`{"content":"x",}`, CodeMalformedJSON, "malformed JSON"},
+		{`{"content":"x","content":"y"}`, CodeInvalidRequest, `duplicate key "content" in the body`},
+		{`{"content":[{"type":"data","data":{"a":1},"data":{"b":2}}]}`, CodeInvalidRequest, `duplicate key "data" in content[0]`},
+		{`{"content":[{"type":"data","data":{"x":{"k":1,"k":2}}}]}`, CodeInvalidRequest, `duplicate key "k" in content[0].data.x`},
+		{`{"content":"x","metadata":{"k":1,"\u006b":2}}`, CodeInvalidRequest, `duplicate key "k" in metadata`},
 	}
 	for _, tt := range tests {
 		var req SendMessageRequest
