@@ -30,13 +30,14 @@ type FramesConfig struct {
 	Keepalive     time.Duration
 	WriteTimeout  time.Duration
 	Retention     streams.Config
+	MaxFrameBytes int // largest frame on POST /frames
 }
 
 // DefaultFramesConfig is what aspd runs with unless configured otherwise.
 func DefaultFramesConfig() FramesConfig {
 	return FramesConfig{Validation: frame.DefaultOptions(), RatePerSecond: 20, Burst: 40, MaxReach: 256, MaxStreams: 32,
 		Keepalive: 15 * time.Second, WriteTimeout: 10 * time.Second,
-		Retention: streams.Config{RetainCount: 64, RetainAge: time.Minute, Buffer: 256}}
+		Retention: streams.Config{RetainCount: 64, RetainAge: time.Minute, RetainBytes: 32 << 20, Buffer: 256}, MaxFrameBytes: 64 << 10}
 }
 
 // frameError converts a frame validation error to an API error.
@@ -107,6 +108,9 @@ func (s *Server) submitFrame(c echo.Context) error {
 	}
 	if len(req.Frame) == 0 {
 		return frameErr(http.StatusBadRequest, frame.CodeFieldMissing, "frame", "frame is required")
+	}
+	if len(req.Frame) > s.cfg.Frames.MaxFrameBytes {
+		return protocol.Errorf(http.StatusRequestEntityTooLarge, protocol.CodeContentTooLarge, "the frame is %d bytes; the limit is %d", len(req.Frame), s.cfg.Frames.MaxFrameBytes)
 	}
 	if req.Scope == "" {
 		return frameErr(http.StatusBadRequest, frame.CodeFieldMissing, "scope", "scope is required")

@@ -95,9 +95,26 @@ func (s *Server) Start(ctx context.Context) error {
 		s.log.Info("presence recovered after restart: agents online before the restart have a fresh grace window", "sessions", len(commits))
 	}
 	s.hub.PublishAll(commits)
-	s.wg.Add(1)
+	s.wg.Add(2)
 	go s.sweepGrace()
+	go s.expireFrames()
 	return nil
+}
+
+// expireFrames drops retained frames past their age even on handles that
+// nothing touches any more, so retention memory follows --frame-retain-age.
+func (s *Server) expireFrames() {
+	defer s.wg.Done()
+	t := time.NewTicker(5 * time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+			s.streams.ExpireAll()
+		}
+	}
 }
 
 // Close stops background work and closes every live connection.

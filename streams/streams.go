@@ -22,6 +22,7 @@ import (
 type Config struct {
 	RetainCount int           // frames kept per handle for Last-Event-ID resumption
 	RetainAge   time.Duration // and for at most this long
+	RetainBytes int64         // and at most this many frame bytes over all handles (0 = no byte bound)
 	Buffer      int           // frames queued per stream before it is closed as too slow
 }
 
@@ -98,7 +99,7 @@ type retained struct {
 	n      uint64
 	at     time.Time
 	target *Target
-	frame  *frame.Frame
+	frame  frame.Frame // only the fields filters read: kind, sender, content type
 	d      Delivery
 }
 
@@ -114,8 +115,9 @@ type Registry struct {
 	epoch string // distinguishes ids across restarts
 	now   func() time.Time
 
-	mu      sync.Mutex
-	handles map[string]*handleState
+	mu       sync.Mutex
+	handles  map[string]*handleState
+	retained int64 // bytes of retained frames, bounded by RetainBytes
 }
 
 // New returns an empty registry.
@@ -173,7 +175,7 @@ func (r *Registry) Open(handle, instrument, session string, f frame.Filter, last
 			start = 0 // best effort: everything still retained
 		}
 		for _, rt := range st.recent[start:] {
-			if sub.matches(rt.target, rt.frame) && len(sub.C) < cap(sub.C) {
+			if sub.matches(rt.target, &rt.frame) && len(sub.C) < cap(sub.C) {
 				sub.C <- rt.d
 			}
 		}
@@ -199,8 +201,28 @@ func (r *Registry) expire(st *handleState) {
 		cut++
 	}
 	if cut > 0 {
+		for _, rt := range st.recent[:cut] {
+			r.retained -= int64(len(rt.d.Data))
+		}
 		st.recent = append(st.recent[:0:0], st.recent[cut:]...)
 	}
+}
+
+// ExpireAll drops retained frames past the count and age limits on every
+// handle, including handles nobody touches any more. Run it periodically.
+func (r *Registry) ExpireAll() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, st := range r.handles {
+		r.expire(st)
+	}
+}
+
+// RetainedBytes is the size of all retained frames.
+func (r *Registry) RetainedBytes() int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.retained
 }
 
 // Close unregisters a stream.
@@ -259,8 +281,13 @@ func (r *Registry) Emit(t *Target, fr *frame.Frame, data []byte) int {
 		st := r.state(h)
 		st.next++
 		d := Delivery{ID: fmt.Sprintf("%s-%d", r.epoch, st.next), Kind: fr.Kind, Data: data}
-		if r.cfg.RetainCount > 0 {
-			st.recent = append(st.recent, retained{n: st.next, at: now, target: t, frame: fr, d: d})
+		r.expire(st)
+		if r.cfg.RetainCount > 0 && (r.cfg.RetainBytes <= 0 || r.retained+int64(len(data)) <= r.cfg.RetainBytes) {
+			// Retention is best effort within its budget: over it, a frame
+			// is still delivered live, only not kept for resumption.
+			st.recent = append(st.recent, retained{n: st.next, at: now, target: t, d: d,
+				frame: frame.Frame{Kind: fr.Kind, SenderHandle: fr.SenderHandle, ContentType: fr.ContentType}})
+			r.retained += int64(len(data))
 			r.expire(st)
 		}
 		for s := range st.subs {

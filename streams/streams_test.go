@@ -184,3 +184,27 @@ func TestOpenEnforcesStreamLimit(t *testing.T) {
 		t.Fatal("another agent's stream refused: the limit is per agent")
 	}
 }
+
+func TestRetentionByteBudget(t *testing.T) {
+	now := time.Unix(1000, 0)
+	r := New(Config{RetainCount: 100, RetainAge: time.Minute, RetainBytes: 250, Buffer: 16})
+	r.now = func() time.Time { return now }
+	tgt := &Target{Handles: []string{"@a.x"}}
+	big := make([]byte, 100)
+	for i := 0; i < 3; i++ {
+		r.Emit(tgt, fr(frame.KindAgentAdvisory, "@a.x", ""), big)
+	}
+	if got := r.RetainedBytes(); got != 200 {
+		t.Fatalf("retained %d bytes, want 200 (the third frame is over the 250-byte budget)", got)
+	}
+	// Age expiry reclaims the budget even when the handle is never touched again.
+	now = now.Add(2 * time.Minute)
+	r.ExpireAll()
+	if got := r.RetainedBytes(); got != 0 {
+		t.Fatalf("retained %d bytes after the retention age, want 0", got)
+	}
+	r.Emit(tgt, fr(frame.KindAgentAdvisory, "@a.x", ""), big)
+	if got := r.RetainedBytes(); got != 100 {
+		t.Fatalf("retained %d bytes, want 100", got)
+	}
+}

@@ -150,6 +150,8 @@ func parseConfig(args []string) (*config, error) {
 	e.int(&fc.MaxReach, "frame-max-reach", fc.MaxReach, "most streams one frame submission may reach (429 rate_limited beyond)")
 	e.int(&fc.MaxStreams, "frame-max-streams", fc.MaxStreams, "most open frame streams (GET /stream) per agent (429 rate_limited beyond)")
 	e.int(&fc.Retention.RetainCount, "frame-retain-count", fc.Retention.RetainCount, "frames kept per agent for Last-Event-ID resumption (a privacy setting: keep it small; 0 disables)")
+	e.int64(&fc.Retention.RetainBytes, "frame-retain-bytes", fc.Retention.RetainBytes, "most frame bytes kept for resumption over all agents (0 = no byte bound); beyond it frames are delivered live but not retained")
+	e.int(&fc.MaxFrameBytes, "frame-max-bytes", fc.MaxFrameBytes, "largest frame accepted on POST /frames, in bytes (413 content_too_large)")
 	e.dur(&fc.Retention.RetainAge, "frame-retain-age", fc.Retention.RetainAge, "how long frames are kept for Last-Event-ID resumption")
 	e.int(&fc.Retention.Buffer, "frame-stream-buffer", fc.Retention.Buffer, "frames queued per stream before a slow stream is closed")
 	e.dur(&fc.Keepalive, "frame-keepalive", fc.Keepalive, "interval of SSE keepalive comments on GET /stream")
@@ -209,6 +211,8 @@ func parseConfig(args []string) (*config, error) {
 		return nil, fmt.Errorf("--frame-max-reach (%d) must be at least --frame-max-streams (%d)", fc.MaxReach, fc.MaxStreams)
 	case fc.Validation.MaxSkewPast < 0 || fc.Validation.MaxSkewFuture < 0:
 		return nil, fmt.Errorf("--frame-max-age and --frame-max-future must not be negative")
+	case fc.MaxFrameBytes < 1024 || fc.Retention.RetainBytes < 0:
+		return nil, fmt.Errorf("--frame-max-bytes must be at least 1024 and --frame-retain-bytes not negative")
 	case fc.Burst <= 0 || fc.MaxReach <= 0 || fc.MaxStreams <= 0 || fc.Retention.RetainCount < 0 || fc.Retention.Buffer <= 0 || fc.Keepalive <= 0:
 		return nil, fmt.Errorf("frame settings must be positive")
 	case c.pingInterval <= 0 || hc.WriteTimeout <= 0 || hc.MaxLag <= 0 || hc.RingSize <= 0 || hc.CursorFlushInterval <= 0 || c.wsReadLimit <= 0:
