@@ -261,6 +261,9 @@ func (s *Server) openStream(c echo.Context) error {
 		return protocol.Errorf(http.StatusTooManyRequests, protocol.CodeRateLimited, "an agent may hold at most %d open streams", s.cfg.Frames.MaxStreams)
 	}
 	defer s.streams.Close(sub)
+	if !s.stillValid(c) {
+		return unauthorized()
+	}
 
 	w := c.Response()
 	rc := http.NewResponseController(w)

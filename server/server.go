@@ -358,6 +358,7 @@ func (s *Server) agentAuth(next echo.HandlerFunc) echo.HandlerFunc {
 			return err
 		}
 		c.Set("agent", handle)
+		c.Set("tokenHash", HashToken(tok))
 		return next(c)
 	}
 }
@@ -367,6 +368,7 @@ func (s *Server) authenticate(ctx context.Context, tok string) (string, error) {
 	if h, ok := s.auth.get(hash); ok {
 		return h, nil
 	}
+	gen := s.auth.generation() // before the read: see putIf
 	h, err := s.st.Authenticate(ctx, hash)
 	if errors.Is(err, store.ErrNotFound) {
 		return "", unauthorized()
@@ -374,8 +376,19 @@ func (s *Server) authenticate(ctx context.Context, tok string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	s.auth.put(hash, h)
+	s.auth.putIf(hash, h, gen)
 	return h, nil
+}
+
+// stillValid re-checks, against the store and not the cache, that the
+// request's token still belongs to its agent. Long-lived streams call it
+// after registering: a rotation, revocation or deletion that committed
+// between authentication and registration is caught here, and any later one
+// finds the stream registered and closes it.
+func (s *Server) stillValid(c echo.Context) bool {
+	hash, _ := c.Get("tokenHash").([]byte)
+	h, err := s.st.Authenticate(context.Background(), hash)
+	return err == nil && h == agent(c)
 }
 
 func agent(c echo.Context) string { return c.Get("agent").(string) }
@@ -387,6 +400,7 @@ type authCache struct {
 	mu       sync.RWMutex
 	byHash   map[[32]byte]string
 	byHandle map[string][][32]byte
+	gen      uint64 // bumped by every eviction
 }
 
 func newAuthCache() *authCache {
@@ -400,9 +414,21 @@ func (a *authCache) get(hash []byte) (string, bool) {
 	return h, ok
 }
 
-func (a *authCache) put(hash []byte, handle string) {
+// generation identifies the cache's eviction history.
+func (a *authCache) generation() uint64 {
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	return a.gen
+}
+
+// putIf caches hash -> handle unless an eviction happened since gen was
+// read: a lookup that raced a rotation must not put the old token back.
+func (a *authCache) putIf(hash []byte, handle string, gen uint64) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if a.gen != gen {
+		return
+	}
 	if len(a.byHash) > 100_000 {
 		clear(a.byHash)
 		clear(a.byHandle)
@@ -415,6 +441,7 @@ func (a *authCache) put(hash []byte, handle string) {
 func (a *authCache) evict(handle string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	a.gen++
 	for _, k := range a.byHandle[handle] {
 		delete(a.byHash, k)
 	}

@@ -9,6 +9,8 @@ import (
 
 	"github.com/coder/websocket"
 	"github.com/labstack/echo/v4"
+
+	"github.com/aspd/aspd/hub"
 )
 
 // connect is WS /connect: one stream per connection carrying every session
@@ -46,6 +48,9 @@ func (s *Server) connect(c echo.Context) error {
 		keepalive.Reset(s.cfg.PingInterval)
 	})
 	keepalive.Reset(s.cfg.PingInterval)
+	if !s.stillValid(c) {
+		conn.Close(hub.CloseUnauthorized, "token revoked")
+	}
 	conn.Start()
 
 	// The reader owns the connection's lifetime: it answers pings and pongs,
