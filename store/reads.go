@@ -26,21 +26,6 @@ func (s *Store) View(ctx context.Context, sessionID, h string) (replay.View, err
 	return v, nil
 }
 
-// GetSession returns a session snapshot for a current or former participant.
-func (s *Store) GetSession(ctx context.Context, id, viewer string) (*protocol.Session, error) {
-	if _, err := s.View(ctx, id, viewer); err != nil {
-		return nil, err
-	}
-	sessions, err := s.loadSessions(ctx, []string{id})
-	if err != nil {
-		return nil, err
-	}
-	if len(sessions) == 0 {
-		return nil, ErrNotFound
-	}
-	return sessions[0], nil
-}
-
 // loadSessions returns snapshots of the given sessions, in the given order.
 func (s *Store) loadSessions(ctx context.Context, ids []string) ([]*protocol.Session, error) {
 	if len(ids) == 0 {
@@ -219,11 +204,19 @@ func (f SessionFilter) where() (string, []any) {
 	return " WHERE " + strings.Join(conds, " AND "), args
 }
 
-// ListSessionsFor lists the sessions h is or was a participant of.
+// ListSessionsFor lists the sessions h is or was a participant of. For a
+// session h is not joined in, state, ended_at and last_sequence are as of
+// h's horizon (see snapshot.go), not the live ones.
 func (s *Store) ListSessionsFor(ctx context.Context, f SessionFilter) ([]SessionSummary, error) {
 	where, args := f.where()
 	args = append(args, f.Participant, f.Limit)
-	rows, err := s.read.QueryContext(ctx, fmt.Sprintf(`SELECT s.id, s.state, s.topic, p.status, s.created_at, s.ended_at, s.last_seq
+	const upto = `CASE WHEN p.visible_through > p.last_change_seq THEN p.visible_through ELSE p.last_change_seq END`
+	const lastStateEvent = `FROM events e WHERE e.session_id = s.id AND e.sequence <= ` + upto + `
+			AND e.type IN ('session.ended', 'session.reopened') ORDER BY e.sequence DESC LIMIT 1`
+	rows, err := s.read.QueryContext(ctx, fmt.Sprintf(`SELECT s.id, s.state, s.topic, p.status, s.created_at, s.ended_at, s.last_seq,
+			CASE WHEN p.status = 'joined' THEN s.last_seq ELSE `+upto+` END,
+			CASE WHEN p.status = 'joined' THEN NULL ELSE (SELECT e.type `+lastStateEvent+`) END,
+			CASE WHEN p.status = 'joined' THEN NULL ELSE (SELECT e.created_at `+lastStateEvent+`) END
 		FROM sessions s JOIN participants p ON p.session_id = s.id AND p.handle = $%d`+where+` ORDER BY s.id DESC LIMIT $%d`, len(args)-1, len(args)), args...)
 	if err != nil {
 		return nil, fmt.Errorf("store: list sessions: %w", err)
@@ -232,11 +225,20 @@ func (s *Store) ListSessionsFor(ctx context.Context, f SessionFilter) ([]Session
 	out := []SessionSummary{}
 	for rows.Next() {
 		var r SessionSummary
-		var ended sql.NullInt64
-		if err := rows.Scan(&r.ID, &r.State, &r.Topic, &r.Status, &r.CreatedAt, &ended, &r.LastSeq); err != nil {
+		var ended, stateAt sql.NullInt64
+		var viewSeq int64
+		var stateType sql.NullString
+		if err := rows.Scan(&r.ID, &r.State, &r.Topic, &r.Status, &r.CreatedAt, &ended, &r.LastSeq, &viewSeq, &stateType, &stateAt); err != nil {
 			return nil, fmt.Errorf("store: list sessions: %w", err)
 		}
 		r.EndedAt = ended.Int64
+		if r.Status != protocol.StatusJoined && viewSeq < r.LastSeq {
+			r.LastSeq = viewSeq
+			r.State, r.EndedAt = protocol.StateActive, 0
+			if stateType.String == protocol.EventEnded {
+				r.State, r.EndedAt = protocol.StateEnded, stateAt.Int64
+			}
+		}
 		out = append(out, r)
 	}
 	return out, rows.Err()

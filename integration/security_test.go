@@ -65,3 +65,37 @@ func TestDuplicateKeysRefused(t *testing.T) {
 		t.Fatalf("stored %d events", len(evs))
 	}
 }
+
+// TestFormerParticipantSeesSessionAsOfHorizon: a blocked (or departed)
+// participant's snapshot and listing stop at its horizon: no later invitee,
+// no growing last_sequence, no state change after it was gone.
+func TestFormerParticipantSeesSessionAsOfHorizon(t *testing.T) {
+	backends(t, func(t *testing.T, dbURL string) {
+		s := startServer(t, dbURL)
+		alice := s.provision("@h.alice", "open")
+		carol := s.provision("@h.carol", "open")
+		eve := s.provision("@h.eve", "open")
+		s.provision("@h.bob", "open")
+		sid := alice.createSession(map[string]any{"invite": []string{"@h.carol", "@h.eve"}})
+		carol.join(sid)
+		eve.join(sid)
+		before := eve.getSession(sid)
+		if code, out := s.adminDo("POST", "/agents/@h.alice/blocks", map[string]any{"handle": "@h.eve"}); code != http.StatusOK {
+			t.Fatalf("block: %d %s", code, out)
+		}
+		alice.send(sid, "after the block")
+		alice.must(http.StatusOK, "POST", "/sessions/"+sid+"/invite", map[string]any{"invite": []string{"@h.bob"}}, "PostSessionsInviteResponse")
+
+		after := eve.getSession(sid)
+		if after.statuses() != before.statuses() || after.State != "active" {
+			t.Fatalf("blocked agent's snapshot changed after the block:\nbefore %s\nafter  %s", before.Raw, after.Raw)
+		}
+		rows := eve.mySessions()
+		if len(rows) != 1 || rows[0].LastSeq != 4 { // invited, invited, joined, joined
+			t.Fatalf("blocked agent's listing %+v, want last_sequence 4", rows)
+		}
+		if live := alice.getSession(sid); live.statuses() != "[@h.alice=joined @h.bob=invited @h.carol=joined @h.eve=left]" {
+			t.Fatalf("live snapshot %s", live.Raw)
+		}
+	})
+}

@@ -1,0 +1,120 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/aspd/aspd/protocol"
+)
+
+// A participant that is not joined may know a session only as it was when
+// its view ended: at its horizon (up to its own session.left, or the end it
+// saw as an invitee). Snapshots and listings for such a viewer are computed
+// as of that point, so that nobody learns from GET /sessions/{id} or
+// GET /sessions who was invited after they left, that a session they were
+// removed from goes on, or how active it is.
+
+// viewUpto is the last sequence a non-joined participant may know about.
+func viewUpto(visibleThrough, lastChangeSeq int64) int64 {
+	return max(visibleThrough, lastChangeSeq)
+}
+
+// GetSession returns a session snapshot for a current or former
+// participant: the live state for a joined participant, and the state as of
+// its horizon for anyone else.
+func (s *Store) GetSession(ctx context.Context, id, viewer string) (*protocol.Session, error) {
+	var status, createdBy string
+	var visibleThrough, lastChange, lastSeq int64
+	err := s.read.QueryRowContext(ctx, `SELECT p.status, p.visible_through, p.last_change_seq, s.last_seq, s.created_by
+		FROM participants p JOIN sessions s ON s.id = p.session_id WHERE p.session_id = $1 AND p.handle = $2`, id, viewer).
+		Scan(&status, &visibleThrough, &lastChange, &lastSeq, &createdBy)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("store: get session: %w", err)
+	}
+	sessions, err := s.loadSessions(ctx, []string{id})
+	if err != nil {
+		return nil, err
+	}
+	if len(sessions) == 0 {
+		return nil, ErrNotFound
+	}
+	cur := sessions[0]
+	upto := viewUpto(visibleThrough, lastChange)
+	if status == protocol.StatusJoined || upto >= lastSeq {
+		return cur, nil
+	}
+	return s.snapshotAt(ctx, cur, createdBy, upto)
+}
+
+// snapshotAt rebuilds a session's state and participants as they were
+// after event upto, from the membership events of the log.
+func (s *Store) snapshotAt(ctx context.Context, cur *protocol.Session, createdBy string, upto int64) (*protocol.Session, error) {
+	rows, err := s.read.QueryContext(ctx, `SELECT type, subject, created_at FROM events
+		WHERE session_id = $1 AND sequence <= $2 AND type IN ('session.invited', 'session.joined', 'session.left', 'session.ended', 'session.reopened')
+		ORDER BY sequence`, cur.ID, upto)
+	if err != nil {
+		return nil, fmt.Errorf("store: snapshot: %w", err)
+	}
+	defer rows.Close()
+	out := &protocol.Session{ID: cur.ID, State: protocol.StateActive, Topic: cur.Topic, CreatedAt: cur.CreatedAt}
+	parts := map[string]*protocol.Participant{}
+	var order []string
+	part := func(h string) *protocol.Participant {
+		p, ok := parts[h]
+		if !ok {
+			p = &protocol.Participant{Handle: h}
+			parts[h] = p
+			order = append(order, h)
+		}
+		return p
+	}
+	creator := part(createdBy)
+	creator.Status, creator.JoinedAt = protocol.StatusJoined, cur.CreatedAt
+	for rows.Next() {
+		var typ, subject string
+		var at int64
+		if err := rows.Scan(&typ, &subject, &at); err != nil {
+			return nil, fmt.Errorf("store: snapshot: %w", err)
+		}
+		switch typ {
+		case protocol.EventInvited:
+			part(subject).Status = protocol.StatusInvited
+		case protocol.EventJoined:
+			p := part(subject)
+			p.Status, p.JoinedAt = protocol.StatusJoined, at
+		case protocol.EventLeft:
+			p := part(subject)
+			p.Status, p.LeftAt = protocol.StatusLeft, at
+		case protocol.EventEnded:
+			out.State, out.EndedAt = protocol.StateEnded, at
+			for _, p := range parts {
+				if p.Status == protocol.StatusInvited {
+					p.Status, p.LeftAt = protocol.StatusLeft, at
+				}
+			}
+		case protocol.EventReopened:
+			out.State, out.EndedAt = protocol.StateActive, 0
+			for h, p := range parts {
+				switch {
+				case h == subject:
+					p.Status, p.JoinedAt = protocol.StatusJoined, at
+				case p.Status == protocol.StatusJoined:
+					p.Status, p.LeftAt = protocol.StatusLeft, at
+				}
+			}
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	out.Participants = make([]protocol.Participant, 0, len(order))
+	for _, h := range order {
+		out.Participants = append(out.Participants, *parts[h])
+	}
+	return out, nil
+}
