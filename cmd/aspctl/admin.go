@@ -74,12 +74,18 @@ func agentPath(handle, suffix string) string {
 // adminCall is an operator command without flags taking minArgs..maxArgs
 // positional arguments (maxArgs < 0: any number) and making one call.
 func adminCall(minArgs, maxArgs int, build func(pos []string) request) runFunc {
+	return oneCall((*app).adminClient, minArgs, maxArgs, build)
+}
+
+// oneCall is a command without flags that makes one call with the client
+// that newClient returns.
+func oneCall(newClient func(*app) (*client, error), minArgs, maxArgs int, build func(pos []string) request) runFunc {
 	return func(a *app, c *command, args []string) error {
 		pos, err := a.parse(a.flags(c), args, minArgs, maxArgs)
 		if err != nil {
 			return err
 		}
-		cl, err := a.adminClient()
+		cl, err := newClient(a)
 		if err != nil {
 			return err
 		}

@@ -46,18 +46,7 @@ func sessionPath(id, suffix string) string {
 // agentCall is an agent command without flags taking minArgs..maxArgs positional
 // arguments (maxArgs < 0: any number) and making one call.
 func agentCall(minArgs, maxArgs int, build func(pos []string) request) runFunc {
-	return func(a *app, c *command, args []string) error {
-		pos, err := a.parse(a.flags(c), args, minArgs, maxArgs)
-		if err != nil {
-			return err
-		}
-		cl, err := a.agentClient()
-		if err != nil {
-			return err
-		}
-		r := build(pos)
-		return a.show(cl, r.method, r.path, nil, r.body)
-	}
+	return oneCall((*app).agentClient, minArgs, maxArgs, build)
 }
 
 // contentFlags are the ways to give message content on the command line.
