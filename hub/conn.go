@@ -114,11 +114,29 @@ func (h *Hub) detach(c *Conn, reason string) {
 	h.mu.Lock()
 	conns := h.agents[c.handle]
 	// Persist what this connection delivered before it stops counting.
-	cursors := collectCursors(c.handle, conns)
+	cursors := collectCursors(c.handle, conns, h.floors[c.handle])
 	delete(conns, c)
 	last := len(conns) == 0
 	if last {
+		// Offline: the cursors just saved are at or below every floor.
 		delete(h.agents, c.handle)
+		delete(h.floors, c.handle)
+	} else {
+		// The agent stays online: keep this connection's positions under
+		// the agent's cursor until a later connection has caught up.
+		fl := h.floors[c.handle]
+		if fl == nil {
+			fl = map[string]floor{}
+			h.floors[c.handle] = fl
+		}
+		now := time.Now()
+		c.mu.Lock()
+		for sid, p := range c.pos {
+			if f, ok := fl[sid]; !ok || p < f.seq {
+				fl[sid] = floor{seq: p, at: now}
+			}
+		}
+		c.mu.Unlock()
 	}
 	closing := h.closing
 	h.mu.Unlock()

@@ -58,8 +58,13 @@ type Hub struct {
 	presence Presence
 	log      *slog.Logger
 
-	mu      sync.Mutex
-	agents  map[string]map[*Conn]struct{}
+	mu     sync.Mutex
+	agents map[string]map[*Conn]struct{}
+	// floors: per agent and session, the position of a connection that
+	// dropped while the agent stayed online through others. The agent's
+	// cursor stays at or below it until a connection opened later has
+	// caught up past it, so the dropped host's reconnect misses nothing.
+	floors  map[string]map[string]floor
 	closing bool
 
 	ringMu sync.Mutex
@@ -78,7 +83,7 @@ type Hub struct {
 // New starts a hub. Call Close to stop it.
 func New(cfg Config, st Store, presence Presence, log *slog.Logger) *Hub {
 	h := &Hub{cfg: cfg, st: st, presence: presence, log: log,
-		agents: map[string]map[*Conn]struct{}{}, rings: map[string]*ring{}, done: make(chan struct{})}
+		agents: map[string]map[*Conn]struct{}{}, floors: map[string]map[string]floor{}, rings: map[string]*ring{}, done: make(chan struct{})}
 	h.wg.Add(1)
 	go h.background()
 	return h
@@ -251,7 +256,7 @@ func (h *Hub) flushCursors() {
 	h.mu.Lock()
 	var out []replay.Cursor
 	for handle, conns := range h.agents {
-		out = append(out, collectCursors(handle, conns)...)
+		out = append(out, collectCursors(handle, conns, h.floors[handle])...)
 	}
 	h.mu.Unlock()
 	h.saveCursors(out)
@@ -282,7 +287,17 @@ func (h *Hub) saveCursors(cs []replay.Cursor) {
 	}
 }
 
-func collectCursors(handle string, conns map[*Conn]struct{}) []replay.Cursor {
+// floor is a dropped connection's position in one session.
+type floor struct {
+	seq int64
+	at  time.Time
+}
+
+// collectCursors computes the agent's advanced cursors: per session, the
+// lowest position among its live connections and its floors. A floor is
+// dropped once a connection opened after it has reached it. Called with
+// h.mu held.
+func collectCursors(handle string, conns map[*Conn]struct{}, floors map[string]floor) []replay.Cursor {
 	dirty := map[string]bool{}
 	for c := range conns {
 		c.takeDirtyPositions(dirty)
@@ -293,6 +308,17 @@ func collectCursors(handle string, conns map[*Conn]struct{}) []replay.Cursor {
 		for c := range conns {
 			if p, ok := c.position(sid); ok && (low < 0 || p < low) {
 				low = p
+			}
+		}
+		if f, ok := floors[sid]; ok {
+			for c := range conns {
+				if p, ok := c.position(sid); ok && c.opened.After(f.at) && p >= f.seq {
+					delete(floors, sid) // a later connection caught up
+					break
+				}
+			}
+			if f, ok := floors[sid]; ok && (low < 0 || f.seq < low) {
+				low = f.seq
 			}
 		}
 		if low >= 0 {
