@@ -177,13 +177,6 @@ func (o *ordered) set(k string, v any) {
 	o.vals[k] = v
 }
 
-func (o *ordered) get(k string) (any, bool) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	v, ok := o.vals[k]
-	return v, ok
-}
-
 func (o *ordered) each(fn func(k string, v any)) {
 	o.mu.Lock()
 	keys := append([]string(nil), o.keys...)

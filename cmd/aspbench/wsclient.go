@@ -351,16 +351,6 @@ func (c *wsConn) sawOwnReconnected(sessionID string) bool {
 	return st != nil && st.ownRecon
 }
 
-// isClosed reports whether the reader has stopped.
-func (c *wsConn) isClosed() bool {
-	select {
-	case <-c.done:
-		return true
-	default:
-		return false
-	}
-}
-
 // close closes the connection normally (1000) and waits for the reader.
 func (c *wsConn) close() {
 	c.closeOnce.Do(func() {

@@ -222,20 +222,27 @@ func (a *app) listSessions(cl *client, q url.Values, limit int, all bool) error 
 	})
 }
 
-func sessionsEvents(a *app, c *command, args []string) error {
-	fs := a.flags(c)
-	after := fs.Int64("after", 0, "only events after this sequence")
-	limit := fs.Int("limit", 0, "events per page, 1-1000 (server default 100)")
-	all := fs.Bool("all", false, "follow next_cursor and print every event")
-	pos, err := a.parse(fs, args, 1, 1)
-	if err != nil {
-		return err
+// sessionsEvents is the operator's unfiltered event log of a session.
+var sessionsEvents = eventsCommand((*app).adminClient)
+
+// eventsCommand reads a session's events with the client newClient returns:
+// the operator's (unfiltered log) or the agent's (eligible events only).
+func eventsCommand(newClient func(*app) (*client, error)) runFunc {
+	return func(a *app, c *command, args []string) error {
+		fs := a.flags(c)
+		after := fs.Int64("after", 0, "only events after this sequence")
+		limit := fs.Int("limit", 0, "events per page, 1-1000 (server default 100)")
+		all := fs.Bool("all", false, "follow next_cursor and print every event")
+		pos, err := a.parse(fs, args, 1, 1)
+		if err != nil {
+			return err
+		}
+		cl, err := newClient(a)
+		if err != nil {
+			return err
+		}
+		return a.listEvents(cl, pos[0], *after, *limit, *all)
 	}
-	cl, err := a.adminClient()
-	if err != nil {
-		return err
-	}
-	return a.listEvents(cl, pos[0], *after, *limit, *all)
 }
 
 // listEvents prints a page of GET /sessions/{id}/events, or with all every

@@ -228,18 +228,5 @@ func reopen(a *app, c *command, args []string) error {
 	return a.show(cl, "POST", sessionPath(pos[0], "/reopen"), nil, req)
 }
 
-func history(a *app, c *command, args []string) error {
-	fs := a.flags(c)
-	after := fs.Int64("after", 0, "only events after this sequence")
-	limit := fs.Int("limit", 0, "events per page, 1-1000 (server default 100)")
-	all := fs.Bool("all", false, "follow next_cursor and print every event")
-	pos, err := a.parse(fs, args, 1, 1)
-	if err != nil {
-		return err
-	}
-	cl, err := a.agentClient()
-	if err != nil {
-		return err
-	}
-	return a.listEvents(cl, pos[0], *after, *limit, *all)
-}
+// history is the agent's eligible events of a session.
+var history = eventsCommand((*app).agentClient)
