@@ -26,6 +26,10 @@ const (
 type Transport interface {
 	// Write sends one event; it must respect ctx's deadline.
 	Write(ctx context.Context, msg []byte) error
+	// Ping sends a ping after everything written so far and waits for the
+	// peer's pong, within ctx. Peers answer pings in the order they read
+	// frames, so a pong confirms every frame written before its ping.
+	Ping(ctx context.Context) error
 	// Close closes the connection with a WebSocket close code and reason.
 	Close(code int, reason string)
 }
@@ -39,10 +43,18 @@ type Conn struct {
 	opened time.Time
 
 	mu       sync.Mutex
-	dirty    map[string]int64 // session -> head announced and not yet pulled
-	pos      map[string]int64 // session -> last sequence written (for cursors)
-	posDirty map[string]bool
-	replayed bool // the initial replay is done; lag limits apply from then on
+	dirty    map[string]int64     // session -> head announced and not yet pulled
+	pos      map[string]*position // session -> what was written and what the peer confirmed
+	posDirty map[string]bool      // sessions whose confirmed position moved since the last cursor flush
+	replayed bool                 // the initial replay is done; lag limits apply from then on
+	acking   bool                 // the peer sent an ack: from now on only acks confirm (see Ack)
+
+	// Confirmation pings (see requestConfirmLocked): at most one scheduled or
+	// in flight per connection, at most one per ConfirmInterval.
+	confirming   bool
+	confirmAgain bool        // more was written while a ping was in flight
+	confirmTimer *time.Timer // the scheduled ping, stopped by Finish
+	lastPing     time.Time
 
 	// The writer goroutine exists only while there is work: notify starts
 	// one if none runs, and it exits when nothing announced remains. An idle
@@ -76,11 +88,33 @@ func newConnSession(v replay.View, cursor int64) *connSession {
 	return &connSession{view: v, sent: cursor, fromStart: cursor == 0 && v.VisibleThrough == replay.Joined}
 }
 
+// position is a connection's delivery state in one session, shared between
+// its writer (which advances written) and whoever confirms (the pong of a
+// confirmation ping, or the peer's ack), under Conn.mu.
+//
+// The agent's durable cursor follows confirmed, never written: a write that
+// returned has only reached the kernel's send buffer, and a peer that stops
+// reading or drops abruptly never received what sat there.
+type position struct {
+	session   string
+	written   int64  // every event up to here was written to the transport, or was not visible
+	shown     int64  // sequence of the last visible event written
+	confirmed int64  // the peer confirmed everything up to here
+	gen       uint32 // bumped when a join restarts the pull; older confirmations are void
+	ackFrom   int64  // after a join restart: acks below the join do not count (they may predate it)
+	acked     int64  // highest ack of this pass; applied as far as written allows
+	pending   bool   // written moved past what the last confirmation ping covered
+}
+
+func newPosition(sessionID string, cursor int64) *position {
+	return &position{session: sessionID, written: cursor, shown: cursor, confirmed: cursor}
+}
+
 // Attach registers a new connection of handle. If it is the agent's first,
 // presence is told first, so the reconnect events are part of the replay.
 func (h *Hub) Attach(ctx context.Context, handle string, tr Transport) (*Conn, error) {
 	c := &Conn{hub: h, handle: handle, tr: tr, opened: time.Now(),
-		dirty: map[string]int64{}, pos: map[string]int64{}, posDirty: map[string]bool{},
+		dirty: map[string]int64{}, pos: map[string]*position{}, posDirty: map[string]bool{},
 		ctx: ctx, closed: make(chan struct{}), sessions: map[string]*connSession{}}
 	lock := h.presenceLock(handle)
 	lock.Lock()
@@ -132,8 +166,8 @@ func (h *Hub) detach(c *Conn, reason string) {
 		now := time.Now()
 		c.mu.Lock()
 		for sid, p := range c.pos {
-			if f, ok := fl[sid]; !ok || p < f.seq {
-				fl[sid] = floor{seq: p, at: now}
+			if f, ok := fl[sid]; !ok || p.confirmed < f.seq {
+				fl[sid] = floor{seq: p.confirmed, at: now}
 			}
 		}
 		c.mu.Unlock()
@@ -154,14 +188,20 @@ func (c *Conn) notify(sessionID string, head int64) {
 	if head > c.dirty[sessionID] {
 		c.dirty[sessionID] = head
 	}
-	p, known := c.pos[sessionID]
-	lagging := c.replayed && known && head-p > c.hub.cfg.MaxLag
+	// Lag is measured against what was written, not confirmed: the server
+	// holds nothing for unconfirmed events (they are re-read on reconnect),
+	// while a writer this far behind means a peer that is not reading.
+	var behind int64
+	if p, known := c.pos[sessionID]; known {
+		behind = head - p.written
+	}
+	lagging := c.replayed && behind > c.hub.cfg.MaxLag
 	if !lagging {
 		c.kickLocked()
 	}
 	c.mu.Unlock()
 	if lagging {
-		go c.cutSlow(sessionID, head-p)
+		go c.cutSlow(sessionID, behind)
 	}
 }
 
@@ -190,11 +230,15 @@ func (c *Conn) takeDirtyPositions(into map[string]bool) {
 	c.mu.Unlock()
 }
 
+// position returns the connection's confirmed position in a session.
 func (c *Conn) position(sessionID string) (int64, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	p, ok := c.pos[sessionID]
-	return p, ok
+	if !ok {
+		return 0, false
+	}
+	return p.confirmed, true
 }
 
 // Close closes the connection; safe to call more than once, from anywhere.
@@ -253,6 +297,9 @@ func (c *Conn) Start() {
 func (c *Conn) Finish() {
 	c.mu.Lock()
 	c.done = true
+	if c.confirmTimer != nil {
+		c.confirmTimer.Stop()
+	}
 	c.mu.Unlock()
 	c.writers.Wait()
 	c.hub.detach(c, c.closedBecause())
@@ -274,7 +321,7 @@ func (c *Conn) replay() {
 	c.mu.Lock()
 	for _, p := range pending {
 		c.sessions[p.SessionID] = newConnSession(p.View, p.Cursor)
-		c.pos[p.SessionID] = p.Cursor
+		c.pos[p.SessionID] = newPosition(p.SessionID, p.Cursor)
 		if p.LastSeq > c.dirty[p.SessionID] {
 			c.dirty[p.SessionID] = p.LastSeq
 		}
@@ -378,6 +425,7 @@ func (c *Conn) pull(ctx context.Context, sessionID string, head int64) error {
 			return nil // nothing past sent: head was already delivered
 		}
 		restarted := false
+		var shown int64
 		for i := range batch {
 			e := &batch[i]
 			if isMembership(e) && (e.Subject == c.handle || e.Type == protocol.EventReopened) {
@@ -399,15 +447,33 @@ func (c *Conn) pull(ctx context.Context, sessionID string, head int64) error {
 				if err = c.write(ctx, e.Body); err != nil {
 					break
 				}
+				shown = e.Sequence
 			}
 			cs.sent = e.Sequence
 		}
-		// Record the position even when the batch stopped early: the events
-		// written before a failed write were delivered, and a cursor behind
-		// them would re-send them after the reconnect.
+		// Record what was written even when the batch stopped early; it
+		// counts for the cursor only once the peer confirms it.
 		c.mu.Lock()
-		c.pos[sessionID] = cs.sent
-		c.posDirty[sessionID] = true
+		p := c.pos[sessionID]
+		if restarted {
+			// The join restarts the pull at 1: the transcript before the join
+			// is owed again, so the confirmed position drops to 0 and only
+			// confirmations of this new pass may raise it.
+			p.gen++
+			p.confirmed, p.shown, p.ackFrom, p.acked = 0, 0, cs.resetAt, 0
+			c.posDirty[sessionID] = true
+		}
+		p.written = cs.sent
+		if shown > 0 && !restarted {
+			p.shown = shown
+		}
+		if c.acking {
+			// An ack can overtake the bookkeeping of the batch it acks.
+			c.applyAckLocked(p)
+		} else if p.written > p.confirmed {
+			p.pending = true
+			c.requestConfirmLocked()
+		}
 		c.mu.Unlock()
 		if err != nil {
 			return err
@@ -449,7 +515,7 @@ func (c *Conn) session(ctx context.Context, sessionID string) (*connSession, err
 	c.sessions[sessionID] = cs
 	c.mu.Lock()
 	if _, ok := c.pos[sessionID]; !ok {
-		c.pos[sessionID] = cur
+		c.pos[sessionID] = newPosition(sessionID, cur)
 	}
 	c.mu.Unlock()
 	return cs, nil

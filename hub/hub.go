@@ -36,12 +36,14 @@ type Config struct {
 	MaxLag              int64         // events a live connection may fall behind before it is cut off
 	WriteTimeout        time.Duration // bound on one write to a connection
 	CursorFlushInterval time.Duration // how often advanced cursors are persisted, in one batch
+	ConfirmInterval     time.Duration // at most one confirmation ping per connection this often
 	ReadBatch           int           // events per store read when catching up
 }
 
 // DefaultConfig is the hub configuration aspd uses unless told otherwise.
 func DefaultConfig() Config {
-	return Config{RingSize: 256, MaxLag: 4096, WriteTimeout: 10 * time.Second, CursorFlushInterval: 250 * time.Millisecond, ReadBatch: 500}
+	return Config{RingSize: 256, MaxLag: 4096, WriteTimeout: 10 * time.Second, CursorFlushInterval: 250 * time.Millisecond,
+		ConfirmInterval: 50 * time.Millisecond, ReadBatch: 500}
 }
 
 // Presence is told when an agent's first connection opens and its last one
@@ -151,6 +153,8 @@ func (h *Hub) Online(handle string) bool {
 type Stats struct {
 	Published     atomic.Int64 // events handed to the hub
 	Delivered     atomic.Int64 // events written to connections
+	Confirms      atomic.Int64 // pongs that confirmed what was written before their ping
+	Acks          atomic.Int64 // explicit acknowledgements received
 	StoreReads    atomic.Int64 // catch-up reads that missed the ring
 	SlowConsumers atomic.Int64 // connections closed as too slow
 	Connects      atomic.Int64 // connections attached

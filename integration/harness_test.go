@@ -373,6 +373,18 @@ func (a *agent) connect() *stream {
 
 func dial(t testing.TB, s *server, token string) *stream {
 	t.Helper()
+	return dialAck(t, s, token, true)
+}
+
+// dialNoAck opens WS /connect for a client that never sends acks: only the
+// server's confirmation pings (answered by the client library) confirm.
+func dialNoAck(t testing.TB, s *server, token string) *stream {
+	t.Helper()
+	return dialAck(t, s, token, false)
+}
+
+func dialAck(t testing.TB, s *server, token string, ack bool) *stream {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	ws, _, err := websocket.Dial(ctx, strings.Replace(s.url, "http://", "ws://", 1)+"/connect",
 		&websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + token}}})
@@ -380,11 +392,19 @@ func dial(t testing.TB, s *server, token string) *stream {
 		cancel()
 		t.Fatalf("dial /connect: %v", err)
 	}
-	return newStream(t, ws, cancel)
+	return newStreamAck(t, ws, cancel, ack)
 }
 
-// newStream reads ws in a goroutine, queueing every event.
+// newStream reads ws in a goroutine, queueing every event. The test
+// client acknowledges every event it receives, before queueing it (an
+// explicit-ack client, docs/delivery.md): when a test has read an event, the
+// server has its ack, so a test that closes and reconnects knows exactly
+// where replay resumes. Tests of pong-only confirmation use dialNoAck.
 func newStream(t testing.TB, ws *websocket.Conn, cancel context.CancelFunc) *stream {
+	return newStreamAck(t, ws, cancel, true)
+}
+
+func newStreamAck(t testing.TB, ws *websocket.Conn, cancel context.CancelFunc, ack bool) *stream {
 	ws.SetReadLimit(1 << 20)
 	st := &stream{t: t, ws: ws, events: make(chan event, 100000), closed: make(chan websocket.StatusCode, 1), cancel: cancel}
 	go func() {
@@ -402,6 +422,10 @@ func newStream(t testing.TB, ws *websocket.Conn, cancel context.CancelFunc) *str
 				continue
 			}
 			e.Raw = raw
+			if ack {
+				msg := fmt.Sprintf(`{"type":"ack","session_id":%q,"sequence":%d}`, e.SessionID, e.Sequence)
+				_ = ws.Write(ctx, websocket.MessageText, []byte(msg)) // fails only once closing
+			}
 			st.events <- e
 		}
 	}()

@@ -26,6 +26,8 @@ func (s *Server) metrics(c echo.Context) error {
 	metric("aspd_connections_total", "counter", "WebSocket connections attached since start.", st.Connects.Load())
 	metric("aspd_events_published_total", "counter", "Committed events handed to live delivery.", st.Published.Load())
 	metric("aspd_events_delivered_total", "counter", "Events written to WebSocket connections.", st.Delivered.Load())
+	metric("aspd_delivery_confirms_total", "counter", "Pongs that confirmed the events written before their ping.", st.Confirms.Load())
+	metric("aspd_delivery_acks_total", "counter", "Explicit acknowledgements received from clients.", st.Acks.Load())
 	metric("aspd_catchup_store_reads_total", "counter", "Catch-up reads served by the database instead of memory.", st.StoreReads.Load())
 	metric("aspd_slow_consumers_total", "counter", "Connections closed as slow consumers.", st.SlowConsumers.Load())
 	metric("go_goroutines", "gauge", "Goroutines.", int64(runtime.NumGoroutine()))

@@ -6,11 +6,13 @@ import (
 	"math"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/coder/websocket"
 	"github.com/labstack/echo/v4"
 
 	"github.com/aspd/aspd/hub"
+	"github.com/aspd/aspd/protocol"
 )
 
 // connect is WS /connect: one stream per connection carrying every session
@@ -37,7 +39,7 @@ func (s *Server) connect(c echo.Context) error {
 	// Armed only after the assignment, so the callback always sees it.
 	keepalive = time.AfterFunc(time.Duration(math.MaxInt64), func() {
 		pctx, pcancel := context.WithTimeout(ctx, s.cfg.PingInterval)
-		err := ws.Ping(pctx)
+		err := conn.Ping(pctx) // its pong also confirms what was written
 		pcancel()
 		if err != nil {
 			if ctx.Err() == nil {
@@ -53,14 +55,16 @@ func (s *Server) connect(c echo.Context) error {
 	}
 	conn.Start()
 
-	// The reader owns the connection's lifetime: it answers pings and pongs,
-	// notices the peer going away, and tears everything down. Clients send
-	// nothing else; a data message is ignored. The HTTP handler returns now,
-	// so an idle connection costs one goroutine, this one.
+	// The reader owns the connection's lifetime: it answers pings, reads
+	// pongs (which confirm delivery) and acks, notices the peer going away,
+	// and tears everything down. Any other client message is ignored. The
+	// HTTP handler returns now, so an idle connection costs one goroutine,
+	// this one.
 	go func() {
 		defer cancel()
 		for {
-			if _, _, err := ws.Read(ctx); err != nil {
+			typ, msg, err := ws.Read(ctx)
+			if err != nil {
 				var ce websocket.CloseError
 				if errors.As(err, &ce) {
 					conn.Close(int(ce.Code), "client closed")
@@ -68,6 +72,17 @@ func (s *Server) connect(c echo.Context) error {
 					conn.Close(int(websocket.StatusGoingAway), "read failed")
 				}
 				break
+			}
+			if typ != websocket.MessageText {
+				continue
+			}
+			ack, err := protocol.DecodeClientMessage(msg)
+			if err != nil {
+				conn.Close(int(websocket.StatusPolicyViolation), closeReason("invalid ack: "+err.Error()))
+				continue // read on until the close handshake ends
+			}
+			if ack != nil {
+				conn.Ack(ack.SessionID, ack.Sequence)
 			}
 		}
 		keepalive.Stop()
@@ -88,6 +103,20 @@ type wsTransport struct {
 
 func (t *wsTransport) Write(ctx context.Context, msg []byte) error {
 	return t.ws.Write(ctx, websocket.MessageText, msg)
+}
+
+func (t *wsTransport) Ping(ctx context.Context) error { return t.ws.Ping(ctx) }
+
+// closeReason fits a close reason into the 123 bytes a close frame allows.
+func closeReason(s string) string {
+	if len(s) <= 123 {
+		return s
+	}
+	s = s[:120]
+	for len(s) > 0 && !utf8.ValidString(s) {
+		s = s[:len(s)-1]
+	}
+	return s + "..."
 }
 
 func (t *wsTransport) Close(code int, reason string) {

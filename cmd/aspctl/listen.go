@@ -165,7 +165,25 @@ func (l *listener) connectOnce(ctx context.Context) (connected bool, err error) 
 			ws.Close(websocket.StatusNormalClosure, "")
 			return true, err
 		}
+		ack(ws, msg)
 	}
+}
+
+// ack confirms a printed event (docs/delivery.md, "Confirmation"): the
+// agent's cursor then moves exactly as far as what was printed, and a
+// reconnect resumes right after it.
+func ack(ws *websocket.Conn, event []byte) {
+	var e struct {
+		SessionID string `json:"session_id"`
+		Sequence  int64  `json:"sequence"`
+	}
+	if json.Unmarshal(event, &e) != nil || e.SessionID == "" || e.Sequence < 1 {
+		return
+	}
+	b, _ := json.Marshal(map[string]any{"type": "ack", "session_id": e.SessionID, "sequence": e.Sequence})
+	ctx, cancel := context.WithTimeout(context.Background(), pingInterval)
+	defer cancel()
+	_ = ws.Write(ctx, websocket.MessageText, b) // a failed write ends the connection; the read reports it
 }
 
 // keepalive pings the server so that a silently dead connection is noticed

@@ -145,6 +145,7 @@ func parseConfig(args []string) (*config, error) {
 	e.int64(&hc.MaxLag, "ws-max-lag", hc.MaxLag, "events a live connection may fall behind before it is closed 1008 slow consumer")
 	e.int64(&c.wsReadLimit, "ws-read-limit", 4096, "largest client-to-server WebSocket message, in bytes")
 	e.int(&hc.RingSize, "ring-size", hc.RingSize, "recent events kept in memory per active session for live delivery")
+	e.dur(&hc.ConfirmInterval, "ws-confirm-interval", hc.ConfirmInterval, "at most one delivery-confirmation ping per connection this often (a pong confirms every event written before its ping)")
 	e.dur(&hc.CursorFlushInterval, "cursor-flush-interval", hc.CursorFlushInterval, "how often advanced delivery cursors are persisted (one batched write)")
 	e.int(&fc.Burst, "frame-burst", fc.Burst, "frame submissions a sender may make in a burst (POST /frames; 429 rate_limited beyond)")
 	e.int(&fc.MaxReach, "frame-max-reach", fc.MaxReach, "most streams one frame submission may reach (429 rate_limited beyond)")
@@ -215,7 +216,7 @@ func parseConfig(args []string) (*config, error) {
 		return nil, fmt.Errorf("--frame-max-bytes must be at least 1024 and --frame-retain-bytes not negative")
 	case fc.Burst <= 0 || fc.MaxReach <= 0 || fc.MaxStreams <= 0 || fc.Retention.RetainCount < 0 || fc.Retention.Buffer <= 0 || fc.Keepalive <= 0:
 		return nil, fmt.Errorf("frame settings must be positive")
-	case c.pingInterval <= 0 || hc.WriteTimeout <= 0 || hc.MaxLag <= 0 || hc.RingSize <= 0 || hc.CursorFlushInterval <= 0 || c.wsReadLimit <= 0:
+	case c.pingInterval <= 0 || hc.WriteTimeout <= 0 || hc.MaxLag <= 0 || hc.RingSize <= 0 || hc.CursorFlushInterval <= 0 || hc.ConfirmInterval <= 0 || c.wsReadLimit <= 0:
 		return nil, fmt.Errorf("WebSocket and delivery settings must be positive")
 	}
 	return c, nil
