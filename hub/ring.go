@@ -15,10 +15,16 @@ import (
 // published (it will be, by its own committer); every sequence < floor is
 // committed and must be read from the store.
 type ring struct {
-	events []store.StoredEvent // sorted by sequence, possibly with gaps
+	events []store.StoredEvent // sorted by sequence, possibly with gaps; a window into backing
 	floor  int64
 	max    int
 	used   int64 // last use, in hub ticks, for idle eviction
+
+	// backing holds events with room to grow at the end: inserting at the
+	// head (the common case) and dropping the oldest allocate nothing, and
+	// the window is moved back to the start of backing only when it reaches
+	// the end, at most once per max insertions.
+	backing []store.StoredEvent
 }
 
 func newRing(max int) *ring { return &ring{max: max} }
@@ -44,11 +50,34 @@ func (r *ring) insert(evs []store.StoredEvent) {
 	if i < len(r.events) && r.events[i].Sequence == first {
 		return // duplicate publication
 	}
-	r.events = append(r.events[:i], append(append([]store.StoredEvent(nil), evs...), r.events[i:]...)...)
+	n := len(r.events)
+	if n+len(evs) > cap(r.events) {
+		r.compact(n + len(evs))
+	}
+	r.events = r.events[:n+len(evs)]
+	copy(r.events[i+len(evs):], r.events[i:n]) // usually nothing: i == n
+	copy(r.events[i:], evs)
 	if over := len(r.events) - r.max; over > 0 {
 		r.floor = r.events[over].Sequence
-		r.events = append(r.events[:0:0], r.events[over:]...)
+		clear(r.events[:over]) // drop the references to their bodies
+		r.events = r.events[over:]
 	}
+}
+
+// compact moves the window to the start of backing, growing backing when
+// it cannot hold need events plus as many again.
+func (r *ring) compact(need int) {
+	size := max(2*r.max, 2*need)
+	if cap(r.backing) < need || len(r.backing) < need {
+		b := make([]store.StoredEvent, size)
+		copy(b, r.events)
+		clear(r.backing)
+		r.backing = b
+	} else {
+		m := copy(r.backing, r.events) // overlapping moves are fine: copy is memmove
+		clear(r.backing[m:])
+	}
+	r.events = r.backing[:len(r.events)]
 }
 
 // after returns the contiguous run of events that starts at after+1, ends at

@@ -94,3 +94,36 @@ func TestRingEvictionRaisesFloor(t *testing.T) {
 		t.Fatal("late non-adjacent commit should leave 7 to the store")
 	}
 }
+
+// TestRingInsertDoesNotAllocate: publishing to a full ring, in order, reuses
+// its memory (the review found a reallocation per publish).
+func TestRingInsertDoesNotAllocate(t *testing.T) {
+	r := newRing(256)
+	next := int64(1)
+	one := make([]store.StoredEvent, 1)
+	publish := func() {
+		one[0] = store.StoredEvent{Sequence: next}
+		r.insert(one)
+		next++
+	}
+	for range 1000 {
+		publish()
+	}
+	if allocs := testing.AllocsPerRun(1000, publish); allocs != 0 {
+		t.Fatalf("%.2f allocations per publish, want 0", allocs)
+	}
+	got, fromStore := r.after(next-257, next, 1000)
+	if fromStore || len(got) != 256 || got[0].Sequence != next-256 || got[255].Sequence != next-1 {
+		t.Fatalf("ring holds %d events from %v (fromStore=%v), want the last 256", len(got), seqs(got[:1]), fromStore)
+	}
+}
+
+func BenchmarkRingPublish(b *testing.B) {
+	r := newRing(256)
+	one := make([]store.StoredEvent, 1)
+	b.ReportAllocs()
+	for i := range b.N {
+		one[0] = store.StoredEvent{Sequence: int64(i + 1)}
+		r.insert(one)
+	}
+}
