@@ -3,9 +3,12 @@ package integration
 import (
 	"context"
 	"database/sql"
+	"fmt"
+	"io"
 	"net/http"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -140,5 +143,102 @@ func TestAbandonedRequestIsNotAFailure(t *testing.T) {
 	failed := regexp.MustCompile(`level=ERROR msg="request failed" method=GET route=/sessions/:id/events request_id=fails-1 status=500 err=".*events.*"`)
 	if !failed.MatchString(s.logs()[len(logs):]) {
 		t.Fatalf("the 500 was not logged as wanted:\n%s", s.logs()[len(logs):])
+	}
+}
+
+// ---- one request's failure never fails another's ----
+
+// TestBadSenderCannotFailOthers: with group commit on (the default) and
+// PostgreSQL, one agent floods its session with concurrent bad messages
+// while another agent sends 300 good ones concurrently in another session.
+// Every bad message is 400 invalid_request; every good one is accepted, and
+// not one answer to the good agent is a 5xx. Before, a bad message reached
+// the shared transaction, PostgreSQL refused its bytes, and every message
+// batched with it failed with 500.
+func TestBadSenderCannotFailOthers(t *testing.T) {
+	s := startServer(t, dbtest.Postgres(t))
+	good := s.provision("@iso.good", "open")
+	bad := s.provision("@iso.bad", "open")
+	goodSid := good.createSession(map[string]any{})
+	badSid := bad.createSession(map[string]any{})
+
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 400}, Timeout: 60 * time.Second}
+	post := func(a *agent, sid, body string) (int, string) {
+		req, err := http.NewRequest("POST", s.url+"/sessions/"+sid+"/messages", strings.NewReader(body))
+		if err != nil {
+			return 0, err.Error()
+		}
+		req.Header.Set("Authorization", "Bearer "+a.token)
+		resp, err := client.Do(req)
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer resp.Body.Close()
+		out, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(out)
+	}
+	badBodies := []string{
+		"{\"content\":\"\xff\"}",
+		`{"content":"nul \u0000"}`,
+		`{"content":"half \ud800"}`,
+		"{\"content\":[{\"type\":\"text\",\"text\":\"x\"},{\"type\":\"data\",\"data\":{\"k\":[\"\xc3\"]}}]}",
+		"{\"content\":\"x\",\"metadata\":{\"k\xfe\":1}}",
+		`{"content":"x","idempotency_key":"\u0000"}`,
+		`{"content":[{"type":"data","data":` + strings.Repeat("[", 80) + strings.Repeat("]", 80) + `}]}`,
+	}
+
+	const goodN, badN = 300, 140
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var goodFail, badWrong []string
+	start := make(chan struct{})
+	for i := range goodN {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			code, out := post(good, goodSid, fmt.Sprintf(`{"content":"good %d","metadata":{"n":%d}}`, i, i))
+			if code != http.StatusCreated {
+				mu.Lock()
+				goodFail = append(goodFail, fmt.Sprintf("%d %s", code, out))
+				mu.Unlock()
+			}
+		}()
+	}
+	for i := range badN {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			code, out := post(bad, badSid, badBodies[i%len(badBodies)])
+			if code != http.StatusBadRequest || !strings.Contains(out, `"invalid_request"`) {
+				mu.Lock()
+				badWrong = append(badWrong, fmt.Sprintf("%d %s", code, out))
+				mu.Unlock()
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	if len(goodFail) > 0 {
+		t.Errorf("%d of %d good messages failed, e.g. %s", len(goodFail), goodN, goodFail[0])
+	}
+	if len(badWrong) > 0 {
+		t.Errorf("%d of %d bad messages were not 400 invalid_request, e.g. %s", len(badWrong), badN, badWrong[0])
+	}
+	n := 0
+	for _, e := range good.events(goodSid) {
+		if e.Type == "session.message" {
+			n++
+		}
+	}
+	if n != goodN {
+		t.Errorf("the good session holds %d messages, want %d", n, goodN)
+	}
+	if evs := bad.events(badSid); len(evs) != 0 {
+		t.Errorf("the bad session holds %d events, want none", len(evs))
+	}
+	if strings.Contains(s.logs(), "level=ERROR") {
+		t.Errorf("aspd logged an error")
 	}
 }
