@@ -11,8 +11,11 @@ import (
 )
 
 // DecodeStrict decodes exactly one JSON object from body into v, rejecting
-// unknown fields, wrong types and trailing data with a precise 400. An empty
-// body decodes as `{}` (join, leave and end take no body).
+// unknown fields, wrong types and trailing data with a precise 400, and then
+// checks the raw body with checkBody: every string valid UTF-8 without
+// U+0000 or unpaired surrogate escapes, at most MaxDepth levels of nesting,
+// no repeated member names. An empty body decodes as `{}` (join, leave and
+// end take no body).
 func DecodeStrict(body []byte, v any) *Error {
 	if len(bytes.TrimSpace(body)) == 0 {
 		body = []byte("{}")
@@ -29,16 +32,18 @@ func DecodeStrict(body []byte, v any) *Error {
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return Errorf(http.StatusBadRequest, CodeMalformedJSON, "request body must hold exactly one JSON value")
 	}
-	if err := checkDuplicateKeys(body); err != nil {
-		return Invalid("%v", err)
-	}
-	return nil
+	// Only now is the body known to be JSON, which the scanner relies on.
+	// It reads the raw bytes, not v: encoding/json has replaced bad text.
+	return checkBody(body)
 }
 
 func decodeError(err error) *Error {
 	var syn *json.SyntaxError
 	var typ *json.UnmarshalTypeError
 	switch {
+	case errors.As(err, &syn) && strings.HasSuffix(syn.Error(), "exceeded max depth"):
+		// encoding/json's own bound (10,000) is far above MaxDepth.
+		return Invalid("JSON nesting exceeds the limit of %d levels", MaxDepth)
 	case errors.As(err, &syn):
 		return Errorf(http.StatusBadRequest, CodeMalformedJSON, "malformed JSON at byte %d: %v", syn.Offset, syn)
 	case errors.Is(err, io.ErrUnexpectedEOF):

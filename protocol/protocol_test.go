@@ -77,18 +77,27 @@ func TestDecodeStrict(t *testing.T) {
 		{`{"content":[{"type":"data","data":{"a":1},"data":{"b":2}}]}`, CodeInvalidRequest, `duplicate key "data" in content[0]`},
 		{`{"content":[{"type":"data","data":{"x":{"k":1,"k":2}}}]}`, CodeInvalidRequest, `duplicate key "k" in content[0].data.x`},
 		{`{"content":"x","metadata":{"k":1,"\u006b":2}}`, CodeInvalidRequest, `duplicate key "k" in metadata`},
+		// Text is checked on the raw bytes, before encoding/json turns bad
+		// bytes and unpaired surrogates into U+FFFD.
+		{"{\"content\":\"\xff\"}", CodeInvalidRequest, "content is not valid UTF-8"},
+		{`{"content":"\u0000"}`, CodeInvalidRequest, "content contains U+0000"},
+		{`{"content":"x","idempotency_key":"k\ud800"}`, CodeInvalidRequest, "idempotency_key contains an unpaired UTF-16 surrogate"},
+		{`{"content":"x","metadata":` + strings.Repeat("[", 64) + strings.Repeat("]", 64) + `}`, CodeInvalidRequest, "JSON nesting exceeds the limit of 64 levels at metadata" + strings.Repeat("[0]", 62)},
+		// Beyond encoding/json's own bound the answer is the same.
+		{`{"content":"x","metadata":` + strings.Repeat("[", 20000) + strings.Repeat("]", 20000) + `}`, CodeInvalidRequest, "JSON nesting exceeds the limit of 64 levels"},
 	}
 	for _, tt := range tests {
 		var req SendMessageRequest
 		err := DecodeStrict([]byte(tt.body), &req)
+		body := abbreviate(tt.body)
 		if tt.code == "" {
 			if err != nil {
-				t.Errorf("%s: %v", tt.body, err)
+				t.Errorf("%s: %v", body, err)
 			}
 			continue
 		}
 		if err == nil || err.Code != tt.code || err.Status != http.StatusBadRequest || !strings.Contains(err.Message, tt.msg) {
-			t.Errorf("%s: got %+v, want %s containing %q", tt.body, err, tt.code, tt.msg)
+			t.Errorf("%s: got %+v, want %s containing %q", body, err, tt.code, tt.msg)
 		}
 	}
 }

@@ -8,12 +8,14 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
 	"math"
+	"math/rand/v2"
 	"net/http"
 	"strconv"
 	"strings"
@@ -175,7 +177,7 @@ func (s *Server) routes() *echo.Echo {
 	e.HideBanner = true
 	e.HidePort = true
 	e.HTTPErrorHandler = s.errorHandler
-	e.Use(s.recoverer)
+	e.Use(s.requestID, s.recoverer)
 
 	e.GET("/healthz", s.healthz)
 	e.GET("/readyz", s.readyz)
@@ -201,8 +203,17 @@ func (s *Server) routes() *echo.Echo {
 	return e
 }
 
-// errorHandler writes every error as {"error": {"code", "message"}}.
+// errorHandler writes every error as {"error": {"code", "message"}}. A 5xx
+// is logged at ERROR with the request id that the X-Request-Id response
+// header gave the client. A request whose client went away (its context
+// cancelled) is not a failure of aspd: it is logged at DEBUG and answered
+// with nothing, since nobody is there to read it.
 func (s *Server) errorHandler(err error, c echo.Context) {
+	req := c.Request()
+	if errors.Is(req.Context().Err(), context.Canceled) && !isAnswer(err) {
+		s.log.Debug("request abandoned by the client", "method", req.Method, "route", c.Path(), "request_id", requestID(c), "err", err)
+		return
+	}
 	if c.Response().Committed {
 		return
 	}
@@ -222,16 +233,69 @@ func (s *Server) errorHandler(err error, c echo.Context) {
 			pe = protocol.Errorf(he.Code, "http_error", "%v", he.Message)
 		}
 	default:
-		s.log.Error("request failed", "method", c.Request().Method, "path", c.Path(), "err", err)
 		pe = protocol.Errorf(http.StatusInternalServerError, protocol.CodeInternal, "internal error")
 	}
 	if pe.Status == 0 {
 		pe.Status = http.StatusBadRequest
 	}
+	// 501 answers a request for a feature aspd does not offer; it is not a failure.
+	if pe.Status >= 500 && pe.Status != http.StatusNotImplemented {
+		s.log.Error("request failed", "method", req.Method, "route", c.Path(), "request_id", requestID(c), "status", pe.Status, "err", err)
+	}
 	if pe.Status == http.StatusTooManyRequests && c.Response().Header().Get("Retry-After") == "" {
 		c.Response().Header().Set("Retry-After", "1")
 	}
 	_ = c.JSON(pe.Status, protocol.ErrorBody{Error: pe})
+}
+
+// isAnswer reports whether err is a deliberate answer (a protocol or HTTP
+// error) rather than a failure, which a cancelled request may cause.
+func isAnswer(err error) bool {
+	var pe *protocol.Error
+	var he *echo.HTTPError
+	return errors.As(err, &pe) || errors.As(err, &he)
+}
+
+// requestID gives every request an id, returned in the X-Request-Id
+// response header and logged with any failure: the client's own
+// X-Request-Id when it is sane (1 to 64 printable ASCII characters, no
+// spaces), or a fresh random one.
+func (s *Server) requestID(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		id := c.Request().Header.Get(echo.HeaderXRequestID)
+		if !saneRequestID(id) {
+			id = newRequestID()
+		}
+		c.Set("requestID", id)
+		c.Response().Header().Set(echo.HeaderXRequestID, id)
+		return next(c)
+	}
+}
+
+func saneRequestID(id string) bool {
+	if id == "" || len(id) > 64 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		if id[i] <= ' ' || id[i] > '~' {
+			return false
+		}
+	}
+	return true
+}
+
+// newRequestID returns 32 hex digits. Ids correlate log lines with
+// answers; they need to be unique, not unguessable.
+func newRequestID() string {
+	var b [16]byte
+	binary.LittleEndian.PutUint64(b[:8], rand.Uint64())
+	binary.LittleEndian.PutUint64(b[8:], rand.Uint64())
+	return hex.EncodeToString(b[:])
+}
+
+func requestID(c echo.Context) string {
+	id, _ := c.Get("requestID").(string)
+	return id
 }
 
 // limit applies a per-agent rate limit (429 rate_limited with Retry-After)
@@ -256,7 +320,7 @@ func (s *Server) recoverer(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) (err error) {
 		defer func() {
 			if r := recover(); r != nil {
-				s.log.Error("panic in handler", "path", c.Path(), "panic", r)
+				s.log.Error("panic in handler", "method", c.Request().Method, "route", c.Path(), "request_id", requestID(c), "panic", r)
 				err = errors.New("panic")
 			}
 		}()

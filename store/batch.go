@@ -5,9 +5,12 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"net/http"
 	"sort"
 	"strings"
 	"sync"
+
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/aspd/aspd/protocol"
 )
@@ -20,6 +23,11 @@ import (
 // one advances every session's counter, one commit and one fsync. Nothing
 // waits for a batch to fill: at low load a batch is one message and costs
 // what a lone transaction costs; under load, batches grow by themselves.
+//
+// One member's failure is not the batch's: rule refusals (not joined, an
+// ended session, a reused key) are per member anyway, and if a statement
+// fails the shared transaction, each member is retried in a transaction of
+// its own, so that only the member at fault gets the error.
 
 const maxBatch = 128
 
@@ -101,17 +109,64 @@ func (s *Store) commitBatch(calls []*sendCall) {
 		live = append(live, i)
 	}
 	if len(live) > 0 {
-		if err := s.inTx(context.Background(), func(tx *sql.Tx) error {
-			return s.applyBatch(tx, calls, live, results)
-		}); err != nil {
+		var applyErr error
+		err := s.inTx(context.Background(), func(tx *sql.Tx) error {
+			applyErr = s.applyBatch(tx, calls, live, results)
+			return applyErr
+		})
+		switch {
+		case err == nil:
+		case applyErr != nil && len(live) > 1 && !errors.Is(applyErr, context.DeadlineExceeded):
+			// A statement failed, and with it the transaction that every
+			// member shared, though the cause may be one member's row. One
+			// request's failure must not fail the others: each member is
+			// tried again alone, so only the one at fault gets the error.
+			s.sendAlone(calls, live, results)
+		default:
+			// One member (its failure is its own), a transaction that timed
+			// out, or a failed commit, whose outcome is unknown: retrying
+			// could append a message twice.
 			for _, i := range live {
-				results[i] = sendResult{err: err}
+				results[i] = sendResult{err: memberError(err)}
 			}
 		}
 	}
 	for i, c := range calls {
 		c.done <- results[i]
 	}
+}
+
+// sendAlone appends each live call's message in a transaction of its own,
+// by the one-message path, after their shared transaction failed and
+// rolled back. A call whose client has gone meanwhile is not written.
+func (s *Store) sendAlone(calls []*sendCall, live []int, results []sendResult) {
+	for _, i := range live {
+		c := calls[i]
+		if err := c.ctx.Err(); err != nil {
+			results[i] = sendResult{err: err}
+			continue
+		}
+		resp, commit, err := s.sendOne(context.WithoutCancel(c.ctx), c.req)
+		results[i] = sendResult{resp: resp, commit: commit, err: memberError(err)}
+	}
+}
+
+// memberError turns a database's refusal of one message's data into an
+// answer to its sender where the refusal says what is wrong: PostgreSQL's
+// data exceptions (SQLSTATE class 22: text it cannot store, a value out of
+// range) are 400 invalid_request, its program limits (class 54) 413
+// content_too_large. Anything else stays an internal error.
+func memberError(err error) error {
+	var pg *pgconn.PgError
+	switch {
+	case !errors.As(err, &pg):
+		return err
+	case strings.HasPrefix(pg.Code, "22"):
+		return protocol.Invalid("the database cannot store this message's data (SQLSTATE %s)", pg.Code)
+	case strings.HasPrefix(pg.Code, "54"):
+		return protocol.Errorf(http.StatusRequestEntityTooLarge, protocol.CodeContentTooLarge, "the message exceeds a database limit (SQLSTATE %s)", pg.Code)
+	}
+	return err
 }
 
 // applyBatch appends every live call's message in tx, recording per-call
