@@ -119,25 +119,16 @@ func (s *Store) CreateSession(ctx context.Context, req CreateSession) (protocol.
 	return resp, commit, err
 }
 
-// checkContact applies trust to every invitee: it must exist, the inviter
-// and it must be able to contact each other (trust.CanContact), and it must
-// have no block in either direction with any current participant of the
-// session. Any failure is ErrNotFound for the whole request.
-func (s *Store) checkContact(ctx context.Context, tx *sql.Tx, inviter string, invitees []string, t *sessionTx) error {
+// checkContact applies trust.CanInvite, the one invitation rule of create,
+// invite and reopen: every invitee must exist and be reachable by the
+// inviter, and no block may stand between an invitee and another invitee or
+// a member (a current participant the invitees will share the session with).
+// Any failure is ErrNotFound for the whole request.
+func (s *Store) checkContact(ctx context.Context, tx *sql.Tx, inviter string, invitees, members []string) error {
 	if len(invitees) == 0 {
 		return nil
 	}
-	handles := append([]string{inviter}, invitees...)
-	var current []string
-	if t != nil {
-		for _, h := range t.order {
-			if st := t.parts[h].status; st == protocol.StatusJoined || st == protocol.StatusInvited {
-				current = append(current, h)
-			}
-		}
-		handles = append(handles, current...)
-	}
-	agents, err := loadAgents(ctx, tx, dedupe(handles))
+	agents, err := loadAgents(ctx, tx, dedupe(append(append([]string{inviter}, invitees...), members...)))
 	if err != nil {
 		return err
 	}
@@ -145,20 +136,37 @@ func (s *Store) checkContact(ctx context.Context, tx *sql.Tx, inviter string, in
 	if !ok {
 		return ErrNotFound
 	}
-	// Blocks are one-directional rows; an invitee's own list is loaded, and
-	// a participant's list is loaded too, so Blocked sees both directions.
+	// Blocks are one-directional rows; each agent's own list is loaded, so
+	// trust.Blocked sees both directions.
+	to := make([]trust.Agent, 0, len(invitees))
 	for _, h := range invitees {
-		to, ok := agents[h]
-		if !ok || !trust.CanContact(from.Trust(), to.Trust()) {
+		a, ok := agents[h]
+		if !ok {
 			return ErrNotFound
 		}
-		for _, c := range current {
-			if other, ok := agents[c]; ok && trust.Blocked(to.Trust(), other.Trust()) {
-				return ErrNotFound
-			}
+		to = append(to, a.Trust())
+	}
+	var with []trust.Agent
+	for _, h := range members {
+		if a, ok := agents[h]; ok { // a deleted member has left every session
+			with = append(with, a.Trust())
 		}
 	}
+	if !trust.CanInvite(from.Trust(), to, with) {
+		return ErrNotFound
+	}
 	return nil
+}
+
+// current returns the session's invited and joined participants.
+func (t *sessionTx) current() []string {
+	var out []string
+	for _, h := range t.order {
+		if st := t.parts[h].status; st == protocol.StatusJoined || st == protocol.StatusInvited {
+			out = append(out, h)
+		}
+	}
+	return out
 }
 
 func dedupe(in []string) []string {
@@ -238,7 +246,7 @@ func (s *Store) Invite(ctx context.Context, id, caller string, invite []string) 
 		if t.status(caller) != protocol.StatusJoined {
 			return errNotJoined
 		}
-		if err := s.checkContact(ctx, t.tx, caller, invite, t); err != nil {
+		if err := s.checkContact(ctx, t.tx, caller, invite, t.current()); err != nil {
 			return err
 		}
 		for _, h := range invite {
@@ -362,11 +370,9 @@ func (s *Store) Reopen(ctx context.Context, id, caller string, invite []string, 
 		if !t.mayReopen(caller) {
 			return errNotJoined
 		}
+		// The reopened session's participants are the caller and the
+		// invitees: everyone else becomes left.
 		if err := s.checkContact(ctx, t.tx, caller, invite, nil); err != nil {
-			return err
-		}
-		// Block checks against the participants the reopened session will have.
-		if err := s.checkBlocksAmong(ctx, t.tx, append([]string{caller}, invite...)); err != nil {
 			return err
 		}
 		reinvited := map[string]bool{}
@@ -423,24 +429,6 @@ func (s *Store) Reopen(ctx context.Context, id, caller string, invite []string, 
 		}
 		return nil
 	})
-}
-
-// checkBlocksAmong fails with ErrNotFound if any two of handles block each other.
-func (s *Store) checkBlocksAmong(ctx context.Context, tx *sql.Tx, handles []string) error {
-	agents, err := loadAgents(ctx, tx, dedupe(handles))
-	if err != nil {
-		return err
-	}
-	for i, a := range handles {
-		for _, b := range handles[i+1:] {
-			x, ok1 := agents[a]
-			y, ok2 := agents[b]
-			if ok1 && ok2 && trust.Blocked(x.Trust(), y.Trust()) {
-				return ErrNotFound
-			}
-		}
-	}
-	return nil
 }
 
 // sessionIDsOf returns the active sessions in which h is joined or invited,
