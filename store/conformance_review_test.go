@@ -5,6 +5,7 @@ package store_test
 // answers to its requests, and paging of the eligible event log.
 
 import (
+	"reflect"
 	"testing"
 
 	"github.com/aspd/aspd/internal/dbtest"
@@ -69,5 +70,92 @@ func TestReviewInvitingBlockerAndBlockedTogetherIsRefused(t *testing.T) {
 		}
 		// Each of them alone is still reachable by the third party.
 		create(t, s, third, "", blocked)
+	})
+}
+
+// §6.2: "The blocked agent's status becomes left." Its own snapshot shows it
+// left, as its listing does, in the session as it was at its horizon. The
+// same holds for a participant made left by a reopen that did not re-invite
+// it.
+func TestReviewFormerParticipantSnapshotShowsItsOwnStatus(t *testing.T) {
+	t.Parallel()
+	dbtest.ForEach(t, func(t *testing.T, url string) {
+		s := open(t, url)
+		a, b, c, d := "@s.a", "@s.b", "@s.c", "@s.d"
+		agents(t, s, a, b, c, d)
+
+		// b joined, c only invited, when a blocks them both.
+		sid := create(t, s, a, "", b, c, d)
+		join(t, s, sid, b, d)
+		send(t, s, sid, b, "hi")
+		_, err := s.Block(bg, a, b)
+		must(t, err)
+		_, err = s.Block(bg, a, c)
+		must(t, err)
+		send(t, s, sid, a, "after the blocks")
+
+		snap := func(h string) *protocol.Session {
+			t.Helper()
+			sess, err := s.GetSession(bg, sid, h)
+			must(t, err)
+			return sess
+		}
+		statuses := func(sess *protocol.Session) map[string]string {
+			out := map[string]string{}
+			for _, p := range sess.Participants {
+				out[p.Handle] = p.Status
+			}
+			return out
+		}
+		listed := func(h, id string) store.SessionSummary {
+			t.Helper()
+			rows, err := s.ListSessionsFor(bg, store.SessionFilter{Participant: h, Limit: 100})
+			must(t, err)
+			for _, r := range rows {
+				if r.ID == id {
+					return r
+				}
+			}
+			t.Fatalf("%s does not list %s", h, id)
+			return store.SessionSummary{}
+		}
+
+		got := snap(b)
+		if want := map[string]string{a: "joined", b: "left", c: "invited", d: "joined"}; got.State != protocol.StateActive || !reflect.DeepEqual(statuses(got), want) {
+			t.Fatalf("blocked participant's snapshot: %s %v, want active %v", got.State, statuses(got), want)
+		}
+		for _, p := range got.Participants {
+			if p.Handle == b && p.LeftAt != 0 {
+				t.Fatalf("blocked participant learns when it was removed: %+v", p)
+			}
+		}
+		if r := listed(b, sid); r.Status != "left" || r.State != got.State {
+			t.Fatalf("listing %+v disagrees with snapshot %s", r, got.State)
+		}
+		got = snap(c) // as of its own invitation, the last event about it
+		if want := map[string]string{a: "joined", b: "invited", c: "left"}; got.State != protocol.StateActive || !reflect.DeepEqual(statuses(got), want) {
+			t.Fatalf("blocked invitee's snapshot: %s %v, want active %v", got.State, statuses(got), want)
+		}
+		if r := listed(c, sid); r.Status != "left" {
+			t.Fatalf("blocked invitee's listing %+v", r)
+		}
+		_, _, err = s.SendMessage(bg, store.SendMessage{SessionID: sid, Sender: b, Content: text("x")})
+		wantConflict(t, err, protocol.CodeNotJoined)
+
+		// A joined participant not re-invited when the session is reopened.
+		sid2 := create(t, s, a, "", d)
+		join(t, s, sid2, d)
+		_, err = s.End(bg, sid2, a)
+		must(t, err)
+		_, err = reopen(s, sid2, a, nil, nil)
+		must(t, err)
+		got2, err := s.GetSession(bg, sid2, d)
+		must(t, err)
+		if want := map[string]string{a: "joined", d: "left"}; got2.State != protocol.StateEnded || !reflect.DeepEqual(statuses(got2), want) {
+			t.Fatalf("participant left out of a reopen sees %s %v, want ended %v", got2.State, statuses(got2), want)
+		}
+		if r := listed(d, sid2); r.Status != "left" || r.State != protocol.StateEnded {
+			t.Fatalf("listing %+v", r)
+		}
 	})
 }

@@ -48,7 +48,30 @@ func (s *Store) GetSession(ctx context.Context, id, viewer string) (*protocol.Se
 	if status == protocol.StatusJoined || upto >= lastSeq {
 		return cur, nil
 	}
-	return s.snapshotAt(ctx, cur, createdBy, upto)
+	snap, err := s.snapshotAt(ctx, cur, createdBy, upto)
+	if err != nil {
+		return nil, err
+	}
+	ownStatus(snap, viewer, status)
+	return snap, nil
+}
+
+// ownStatus shows the viewer with its status now, as GET /sessions lists it
+// and as its requests are answered. A viewer's status differs from the one at
+// its horizon only when it changed without an event it may see: a block
+// (§6.2: "the blocked agent's status becomes left") or a reopen that did not
+// re-invite it. When that change happened is not shown.
+func ownStatus(snap *protocol.Session, viewer, status string) {
+	for i := range snap.Participants {
+		p := &snap.Participants[i]
+		if p.Handle == viewer {
+			if p.Status != status {
+				p.Status, p.LeftAt = status, 0
+			}
+			return
+		}
+	}
+	snap.Participants = append(snap.Participants, protocol.Participant{Handle: viewer, Status: status})
 }
 
 // snapshotAt rebuilds a session's state and participants as they were
