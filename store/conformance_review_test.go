@@ -5,6 +5,7 @@ package store_test
 // answers to its requests, and paging of the eligible event log.
 
 import (
+	"fmt"
 	"reflect"
 	"testing"
 
@@ -157,5 +158,107 @@ func TestReviewFormerParticipantSnapshotShowsItsOwnStatus(t *testing.T) {
 		if r := listed(d, sid2); r.Status != "left" || r.State != protocol.StateEnded {
 			t.Fatalf("listing %+v", r)
 		}
+	})
+}
+
+// A participant that is no longer joined learns nothing, from the codes of
+// refused requests, about what happened after its horizon: the same request
+// gets the same answer whether the session went on, ended or was reopened
+// since.
+func TestReviewRefusalsDoNotRevealLaterFate(t *testing.T) {
+	t.Parallel()
+	forEachSendMode(t, func(t *testing.T, s *store.Store, grouped bool) {
+		a, b, c, d, z := "@f.a", "@f.b", "@f.c", "@f.d", "@f.z"
+		agents(t, s, a, b, c, d, z)
+
+		// answers returns the code of every state-changing request by h.
+		answers := func(sid, h string) map[string]string {
+			t.Helper()
+			code := func(err error) string {
+				if err == nil {
+					t.Fatalf("%s's request in %s succeeded", h, sid)
+				}
+				pe, ok := err.(*protocol.Error)
+				if !ok {
+					t.Fatalf("%s: %v", h, err)
+				}
+				return fmt.Sprint(pe.Status, " ", pe.Code)
+			}
+			before := len(fullLog(t, s, sid))
+			out := map[string]string{}
+			_, err := s.Join(bg, sid, h)
+			out["join"] = code(err)
+			_, _, err = s.SendMessage(bg, store.SendMessage{SessionID: sid, Sender: h, Content: text("still here?")})
+			out["send"] = code(err)
+			_, _, err = s.Invite(bg, sid, h, []string{z})
+			out["invite"] = code(err)
+			_, err = s.Leave(bg, sid, h)
+			out["leave"] = code(err)
+			_, err = s.End(bg, sid, h)
+			out["end"] = code(err)
+			_, err = reopen(s, sid, h, nil, nil)
+			out["reopen"] = code(err)
+			if n := len(fullLog(t, s, sid)); n != before {
+				t.Fatalf("refused requests by %s appended %d events", h, n-before)
+			}
+			return out
+		}
+		same := func(what string, want, got map[string]string) {
+			t.Helper()
+			if !reflect.DeepEqual(want, got) {
+				t.Fatalf("%s: answers changed\nbefore %v\nafter  %v", what, want, got)
+			}
+		}
+		leftWhileActive := map[string]string{"join": "409 not_invited", "send": "409 not_joined", "invite": "409 not_joined",
+			"leave": "409 not_joined", "end": "409 not_joined", "reopen": "409 not_joined"}
+
+		// b leaves, c is blocked; the session goes on, ends, is reopened.
+		sid := create(t, s, a, "", b, c, d)
+		join(t, s, sid, b, c, d)
+		_, err := s.Leave(bg, sid, b)
+		must(t, err)
+		_, err = s.Block(bg, a, c)
+		must(t, err)
+		same("left, session active", leftWhileActive, answers(sid, b))
+		same("blocked, session active", leftWhileActive, answers(sid, c))
+		_, err = s.End(bg, sid, a)
+		must(t, err)
+		same("left, session ended since", leftWhileActive, answers(sid, b))
+		same("blocked, session ended since", leftWhileActive, answers(sid, c))
+		_, err = reopen(s, sid, a, nil, nil)
+		must(t, err)
+		same("left, session reopened since", leftWhileActive, answers(sid, b))
+		same("blocked, session reopened since", leftWhileActive, answers(sid, c))
+
+		// An invitee whose invitation lapsed when the session ended saw
+		// that end; it keeps seeing the session ended after a reopen that
+		// leaves it out. So does a joined participant left out of a reopen.
+		sid2 := create(t, s, a, "", b, d)
+		join(t, s, sid2, d)
+		_, err = s.End(bg, sid2, a)
+		must(t, err)
+		lapsed := answers(sid2, b)
+		same("lapsed invitee, session ended", map[string]string{"join": "409 session_ended", "send": "409 session_ended",
+			"invite": "409 session_ended", "leave": "409 session_ended", "end": "409 session_ended", "reopen": "409 not_joined"}, lapsed)
+		_, err = reopen(s, sid2, a, nil, nil)
+		must(t, err)
+		same("lapsed invitee, session reopened since", lapsed, answers(sid2, b))
+		leftOut := answers(sid2, d)
+		same("joined at the end, left out of the reopen", map[string]string{"join": "409 session_ended", "send": "409 session_ended",
+			"invite": "409 session_ended", "leave": "409 session_ended", "end": "409 session_ended", "reopen": "409 not_joined"}, leftOut)
+		_, err = s.End(bg, sid2, a)
+		must(t, err)
+		same("lapsed invitee, session ended again", lapsed, answers(sid2, b))
+		same("left out of the reopen, session ended again", leftOut, answers(sid2, d))
+
+		// Joined participants still get the live state.
+		_, _, err = s.SendMessage(bg, store.SendMessage{SessionID: sid2, Sender: a, Content: text("x")})
+		wantConflict(t, err, protocol.CodeSessionEnded)
+		_, err = s.Join(bg, sid2, a)
+		wantConflict(t, err, protocol.CodeSessionEnded)
+		_, err = reopen(s, sid2, a, nil, nil)
+		must(t, err)
+		_, err = reopen(s, sid2, a, nil, nil)
+		wantConflict(t, err, protocol.CodeSessionActive)
 	})
 }

@@ -216,7 +216,11 @@ func (s *Store) Join(ctx context.Context, id, caller string) (*Commit, error) {
 			}
 			return nil
 		case protocol.StatusLeft:
-			if t.state == protocol.StateEnded {
+			state, err := t.knownState(caller)
+			if err != nil {
+				return err
+			}
+			if state == protocol.StateEnded {
 				return errEnded
 			}
 			return stateErr(protocol.CodeNotInvited, "there is no pending invitation; a participant who left returns only by a new invitation")
@@ -240,11 +244,8 @@ func (s *Store) Join(ctx context.Context, id, caller string) (*Commit, error) {
 func (s *Store) Invite(ctx context.Context, id, caller string, invite []string) ([]string, *Commit, error) {
 	invited := []string{}
 	commit, err := s.withSession(ctx, id, caller, func(t *sessionTx) error {
-		if t.state == protocol.StateEnded {
-			return errEnded
-		}
-		if t.status(caller) != protocol.StatusJoined {
-			return errNotJoined
+		if err := t.mustBeJoined(caller); err != nil {
+			return err
 		}
 		if err := s.checkContact(ctx, t.tx, caller, invite, t.current()); err != nil {
 			return err
@@ -282,7 +283,14 @@ type SendMessage struct {
 // response even if the session has ended since.
 func (s *Store) SendMessage(ctx context.Context, req SendMessage) (protocol.SendMessageResponse, *Commit, error) {
 	if s.batch != nil {
-		return s.sendBatched(ctx, req)
+		resp, commit, err := s.sendBatched(ctx, req)
+		if errors.Is(err, errEnded) || errors.Is(err, errNotJoined) {
+			// Group commit decides successes; a refusal is decided again
+			// by sendOne, whose state check (mustBeJoined) answers a
+			// sender that left as of its horizon.
+			return s.sendOne(ctx, req)
+		}
+		return resp, commit, err
 	}
 	return s.sendOne(ctx, req)
 }
@@ -305,11 +313,8 @@ func (s *Store) sendOne(ctx context.Context, req SendMessage) (protocol.SendMess
 				return fmt.Errorf("store: message key: %w", err)
 			}
 		}
-		if t.state == protocol.StateEnded {
-			return errEnded
-		}
-		if t.status(req.Sender) != protocol.StatusJoined {
-			return errNotJoined
+		if err := t.mustBeJoined(req.Sender); err != nil {
+			return err
 		}
 		if err := t.checkFrameRecipients(req.FrameRecipients); err != nil {
 			return err
@@ -334,11 +339,8 @@ func (s *Store) sendOne(ctx context.Context, req SendMessage) (protocol.SendMess
 // participant remains.
 func (s *Store) Leave(ctx context.Context, id, caller string) (*Commit, error) {
 	return s.withSession(ctx, id, caller, func(t *sessionTx) error {
-		if t.state == protocol.StateEnded {
-			return errEnded
-		}
-		if t.status(caller) != protocol.StatusJoined {
-			return errNotJoined
+		if err := t.mustBeJoined(caller); err != nil {
+			return err
 		}
 		return t.leave(caller, protocol.LeftReasonLeft, false)
 	})
@@ -347,11 +349,8 @@ func (s *Store) Leave(ctx context.Context, id, caller string) (*Commit, error) {
 // End ends an active session on behalf of a joined caller.
 func (s *Store) End(ctx context.Context, id, caller string) (*Commit, error) {
 	return s.withSession(ctx, id, caller, func(t *sessionTx) error {
-		if t.state == protocol.StateEnded {
-			return errEnded
-		}
-		if t.status(caller) != protocol.StatusJoined {
-			return errNotJoined
+		if err := t.mustBeJoined(caller); err != nil {
+			return err
 		}
 		return t.end(caller)
 	})
@@ -364,11 +363,13 @@ func (s *Store) End(ctx context.Context, id, caller string) (*Commit, error) {
 // nothing after the end. Re-invitations pass trust like any invitation.
 func (s *Store) Reopen(ctx context.Context, id, caller string, invite []string, initial *protocol.InitialMessage, frameRecipients []string) (*Commit, error) {
 	return s.withSession(ctx, id, caller, func(t *sessionTx) error {
+		// A caller that left and may not reopen is refused alike whether
+		// the session is still ended or was reopened since.
+		if !t.mayReopen(caller) && (t.status(caller) == protocol.StatusLeft || t.state == protocol.StateEnded) {
+			return errNotJoined
+		}
 		if t.state == protocol.StateActive {
 			return errActive
-		}
-		if !t.mayReopen(caller) {
-			return errNotJoined
 		}
 		// The reopened session's participants are the caller and the
 		// invitees: everyone else becomes left.

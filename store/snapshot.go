@@ -21,6 +21,22 @@ func viewUpto(visibleThrough, lastChangeSeq int64) int64 {
 	return max(visibleThrough, lastChangeSeq)
 }
 
+// stateAsOf is the session's state right after event upto: ended when the
+// last session.ended or session.reopened up to it is an end.
+func stateAsOf(ctx context.Context, q querier, sessionID string, upto int64) (string, error) {
+	var typ string
+	err := q.QueryRowContext(ctx, `SELECT type FROM events
+		WHERE session_id = $1 AND sequence <= $2 AND type IN ('session.ended', 'session.reopened')
+		ORDER BY sequence DESC LIMIT 1`, sessionID, upto).Scan(&typ)
+	if errors.Is(err, sql.ErrNoRows) || err == nil && typ == protocol.EventReopened {
+		return protocol.StateActive, nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("store: session state: %w", err)
+	}
+	return protocol.StateEnded, nil
+}
+
 // GetSession returns a session snapshot for a current or former
 // participant: the live state for a joined participant, and the state as of
 // its horizon for anyone else.
