@@ -11,6 +11,7 @@ import (
 
 	"github.com/aspd/aspd/internal/dbtest"
 	"github.com/aspd/aspd/protocol"
+	"github.com/aspd/aspd/replay"
 	"github.com/aspd/aspd/store"
 )
 
@@ -260,5 +261,68 @@ func TestReviewRefusalsDoNotRevealLaterFate(t *testing.T) {
 		must(t, err)
 		_, err = reopen(s, sid2, a, nil, nil)
 		wantConflict(t, err, protocol.CodeSessionActive)
+	})
+}
+
+// Pages of the eligible log are short only at its end. Handles may contain
+// "_", a LIKE wildcard: audience events naming a handle that "_" matches
+// must not be taken for the viewer's.
+func TestReviewVisibleEventsPagesAreFull(t *testing.T) {
+	t.Parallel()
+	dbtest.ForEach(t, func(t *testing.T, url string) {
+		s := open(t, url)
+		a, v, w1, w2, w3 := "@p.a", "@p_p.v_", "@p-p.v_", "@pxp.vx", "@p_p.v-"
+		agents(t, s, a, v, w1, w2, w3)
+		sid := create(t, s, a, "", v, w1, w2, w3)
+		join(t, s, sid, v)
+		send(t, s, sid, a, "before v leaves")
+		_, err := s.Leave(bg, sid, v)
+		must(t, err)
+		// Cycles of end and reopen whose audiences name only the others.
+		for i := 0; i < 3; i++ {
+			_, err = s.End(bg, sid, a)
+			must(t, err)
+			_, err = reopen(s, sid, a, []string{w1, w2, w3}, nil)
+			must(t, err)
+		}
+		_, err = s.End(bg, sid, a)
+		must(t, err)
+		_, err = reopen(s, sid, a, []string{v}, nil) // v sees this reopen and its invitation
+		must(t, err)
+		send(t, s, sid, a, "v does not see this")
+		_, err = s.End(bg, sid, a)
+		must(t, err)
+
+		for _, h := range []string{v, w1, w2, w3} {
+			view, err := s.View(bg, sid, h)
+			must(t, err)
+			var want []int64
+			for _, e := range fullLog(t, s, sid) {
+				if replay.Visible(view, e.Meta()) {
+					want = append(want, e.Sequence)
+				}
+			}
+			for _, limit := range []int{1, 2, 3, 1000} {
+				var got []int64
+				after := int64(0)
+				for {
+					page, more, err := s.VisibleEvents(bg, sid, h, after, limit)
+					must(t, err)
+					for _, e := range page {
+						got = append(got, e.Sequence)
+					}
+					if !more {
+						break
+					}
+					if len(page) != limit {
+						t.Fatalf("%s limit %d after %d: a short page (%d events) before the end", h, limit, after, len(page))
+					}
+					after = page[len(page)-1].Sequence
+				}
+				if fmt.Sprint(got) != fmt.Sprint(want) {
+					t.Fatalf("%s with limit %d pages through %v, want %v", h, limit, got, want)
+				}
+			}
+		}
 	})
 }

@@ -348,7 +348,8 @@ func insertEvents(ctx context.Context, tx *sql.Tx, events []StoredEvent) error {
 }
 
 // Audiences are stored as ",@a.b,@c.d," so a LIKE '%,@a.b,%' prefilter works
-// on both dialects; handles cannot contain commas.
+// on both dialects (with the handle's "_" escaped: see likeEscape); handles
+// cannot contain commas.
 func encodeAudience(a []string) string {
 	if len(a) == 0 {
 		return ""
