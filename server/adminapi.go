@@ -17,23 +17,25 @@ import (
 )
 
 func (s *Server) adminRoutes(g *echo.Group) {
-	g.POST("/agents", s.adminCreateAgent)
-	g.GET("/agents", s.adminListAgents)
-	g.GET("/agents/:handle", s.adminGetAgent)
-	g.DELETE("/agents/:handle", s.adminDeleteAgent)
-	g.PUT("/agents/:handle/policy", s.adminSetPolicy)
-	g.PUT("/agents/:handle/allowlist", s.adminAllowlist("replace"))
-	g.POST("/agents/:handle/allowlist", s.adminAllowlist("add"))
-	g.DELETE("/agents/:handle/allowlist", s.adminAllowlist("remove"))
-	g.PUT("/agents/:handle/roles", s.adminSetRoles)
-	g.POST("/agents/:handle/blocks", s.adminBlock)
-	g.DELETE("/agents/:handle/blocks/:blocked", s.adminUnblock)
-	g.POST("/agents/:handle/token", s.adminRotateToken)
-	g.DELETE("/agents/:handle/token", s.adminRevokeToken)
-	g.GET("/sessions", s.adminListSessions)
-	g.GET("/sessions/:id", s.adminGetSession)
-	g.GET("/sessions/:id/events", s.adminSessionEvents)
-	g.GET("/export", s.adminExport)
+	// Every operator route checks its query string first (query.go).
+	route := func(method, path string, h echo.HandlerFunc) { g.Add(method, path, h, s.strictQuery) }
+	route(http.MethodPost, "/agents", s.adminCreateAgent)
+	route(http.MethodGet, "/agents", s.adminListAgents)
+	route(http.MethodGet, "/agents/:handle", s.adminGetAgent)
+	route(http.MethodDelete, "/agents/:handle", s.adminDeleteAgent)
+	route(http.MethodPut, "/agents/:handle/policy", s.adminSetPolicy)
+	route(http.MethodPut, "/agents/:handle/allowlist", s.adminAllowlist("replace"))
+	route(http.MethodPost, "/agents/:handle/allowlist", s.adminAllowlist("add"))
+	route(http.MethodDelete, "/agents/:handle/allowlist", s.adminAllowlist("remove"))
+	route(http.MethodPut, "/agents/:handle/roles", s.adminSetRoles)
+	route(http.MethodPost, "/agents/:handle/blocks", s.adminBlock)
+	route(http.MethodDelete, "/agents/:handle/blocks/:blocked", s.adminUnblock)
+	route(http.MethodPost, "/agents/:handle/token", s.adminRotateToken)
+	route(http.MethodDelete, "/agents/:handle/token", s.adminRevokeToken)
+	route(http.MethodGet, "/sessions", s.adminListSessions)
+	route(http.MethodGet, "/sessions/:id", s.adminGetSession)
+	route(http.MethodGet, "/sessions/:id/events", s.adminSessionEvents)
+	route(http.MethodGet, "/export", s.adminExport)
 }
 
 // NewToken returns a fresh agent token: 256 random bits, URL-safe.
@@ -123,7 +125,15 @@ func (s *Server) adminCreateAgent(c echo.Context) error {
 }
 
 func (s *Server) adminListAgents(c echo.Context) error {
-	agents, err := s.st.ListAgents(c.Request().Context(), c.QueryParam("owner"))
+	q, err := query(c)
+	if err != nil {
+		return err
+	}
+	owner := q.Get("owner")
+	if owner != "" && !protocol.ValidHandle("@"+owner+".x") {
+		return protocol.Invalid("owner must be an owner name without \"@\" (a-z 0-9 _ -), as in acme for @acme.support")
+	}
+	agents, err := s.st.ListAgents(c.Request().Context(), owner)
 	if err != nil {
 		return err
 	}
@@ -349,12 +359,30 @@ func parseTime(name, v string) (int64, error) {
 	return t.UnixMilli(), nil
 }
 
+// limitParam parses limit (1..1000, default 100).
+func limitParam(q url.Values) (int, error) {
+	v := q.Get("limit")
+	if v == "" {
+		return 100, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > 1000 {
+		return 0, protocol.Invalid("limit must be an integer from 1 to 1000")
+	}
+	return n, nil
+}
+
 // sessionFilter parses the listing filters shared by GET /sessions and the
-// operator's listing and export.
+// operator's listing and export, from the request's checked query
+// parameters (which of them a route takes is its rule in query.go).
 func sessionFilter(c echo.Context) (store.SessionFilter, error) {
-	f := store.SessionFilter{Limit: 100, State: c.QueryParam("state"), Status: c.QueryParam("status"), Before: c.QueryParam("before")}
+	q, err := query(c)
+	if err != nil {
+		return store.SessionFilter{}, err
+	}
+	f := store.SessionFilter{State: q.Get("state"), Status: q.Get("status"), Before: q.Get("before")}
 	if f.Before == "" {
-		f.Before = c.QueryParam("cursor") // next_cursor of the previous page
+		f.Before = q.Get("cursor") // next_cursor of the previous page
 	}
 	if f.State != "" && f.State != protocol.StateActive && f.State != protocol.StateEnded {
 		return f, protocol.Invalid("state must be active or ended")
@@ -365,23 +393,21 @@ func sessionFilter(c echo.Context) (store.SessionFilter, error) {
 		return f, protocol.Invalid("status must be invited, joined or left")
 	}
 	if f.Before != "" && !protocol.ValidSessionID(f.Before) {
+		if q.Has("cursor") {
+			return f, protocol.Invalid("cursor must be a session id (a next_cursor)")
+		}
 		return f, protocol.Invalid("before must be a session id")
 	}
-	if v := c.QueryParam("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 1000 {
-			return f, protocol.Invalid("limit must be an integer from 1 to 1000")
-		}
-		f.Limit = n
-	}
-	var err error
-	if f.Since, err = parseTime("since", c.QueryParam("since")); err != nil {
+	if f.Limit, err = limitParam(q); err != nil {
 		return f, err
 	}
-	if f.Until, err = parseTime("until", c.QueryParam("until")); err != nil {
+	if f.Since, err = parseTime("since", q.Get("since")); err != nil {
 		return f, err
 	}
-	if p := c.QueryParam("participant"); p != "" {
+	if f.Until, err = parseTime("until", q.Get("until")); err != nil {
+		return f, err
+	}
+	if p := q.Get("participant"); p != "" {
 		if !protocol.ValidHandle(p) {
 			return f, protocol.Invalid("participant must be a handle")
 		}
@@ -455,9 +481,13 @@ func (s *Server) adminExport(c echo.Context) error {
 	}
 	f.Limit = 0
 	ctx := c.Request().Context()
-	if id := c.QueryParam("session"); id != "" {
+	q, err := query(c)
+	if err != nil {
+		return err
+	}
+	if id := q.Get("session"); id != "" { // alone: no other filter given (query.go)
 		if !protocol.ValidSessionID(id) {
-			return protocol.NotFound()
+			return protocol.Invalid("session must be a session id")
 		}
 		if _, err := s.st.AdminSession(ctx, id); err != nil {
 			return err

@@ -48,6 +48,9 @@ func (s *Server) validateContent(raw json.RawMessage, sender string) ([]string, 
 }
 
 func (s *Server) createSession(c echo.Context) error {
+	if _, err := query(c); err != nil {
+		return err
+	}
 	me := agent(c)
 	var req protocol.CreateSessionRequest
 	if err := s.decode(c, &req); err != nil {
@@ -98,6 +101,9 @@ func (s *Server) end(c echo.Context) error {
 
 // simple handles the body-less actions that answer {ok: true}.
 func (s *Server) simple(c echo.Context, act func(id string) (*store.Commit, error)) error {
+	if _, err := query(c); err != nil {
+		return err
+	}
 	id, err := sessionID(c)
 	if err != nil {
 		return err
@@ -115,6 +121,9 @@ func (s *Server) simple(c echo.Context, act func(id string) (*store.Commit, erro
 }
 
 func (s *Server) invite(c echo.Context) error {
+	if _, err := query(c); err != nil {
+		return err
+	}
 	id, err := sessionID(c)
 	if err != nil {
 		return err
@@ -140,6 +149,9 @@ func (s *Server) invite(c echo.Context) error {
 }
 
 func (s *Server) sendMessage(c echo.Context) error {
+	if _, err := query(c); err != nil {
+		return err
+	}
 	id, err := sessionID(c)
 	if err != nil {
 		return err
@@ -172,6 +184,9 @@ func (s *Server) sendMessage(c echo.Context) error {
 }
 
 func (s *Server) reopen(c echo.Context) error {
+	if _, err := query(c); err != nil {
+		return err
+	}
 	id, err := sessionID(c)
 	if err != nil {
 		return err
@@ -198,6 +213,9 @@ func (s *Server) reopen(c echo.Context) error {
 }
 
 func (s *Server) getSession(c echo.Context) error {
+	if _, err := query(c); err != nil {
+		return err
+	}
 	id, err := sessionID(c)
 	if err != nil {
 		return err
@@ -210,24 +228,24 @@ func (s *Server) getSession(c echo.Context) error {
 }
 
 // pageParams parses after_sequence (or its alias cursor, which is what
-// next_cursor holds) and limit (1..1000, default 100).
+// next_cursor holds) and limit (1..1000, default 100) from the request's
+// checked query parameters.
 func pageParams(c echo.Context) (after int64, limit int, err error) {
-	limit = 100
-	if v := c.QueryParam("limit"); v != "" {
-		n, perr := strconv.Atoi(v)
-		if perr != nil || n < 1 || n > 1000 {
-			return 0, 0, protocol.Invalid("limit must be an integer from 1 to 1000")
-		}
-		limit = n
+	q, err := query(c)
+	if err != nil {
+		return 0, 0, err
 	}
-	v := c.QueryParam("after_sequence")
-	if v == "" {
-		v = c.QueryParam("cursor")
+	if limit, err = limitParam(q); err != nil {
+		return 0, 0, err
 	}
-	if v != "" {
+	name := "after_sequence"
+	if q.Has("cursor") {
+		name = "cursor"
+	}
+	if v := q.Get(name); v != "" {
 		n, perr := strconv.ParseInt(v, 10, 64)
 		if perr != nil || n < 0 {
-			return 0, 0, protocol.Invalid("after_sequence must be a non-negative integer")
+			return 0, 0, protocol.Invalid("%s must be a non-negative integer", name)
 		}
 		after = n
 	}
@@ -247,11 +265,11 @@ func eventsPage(evs []store.StoredEvent, more bool) protocol.EventsPage {
 
 // listEvents is GET /sessions/{id}/events, filtered by eligibility.
 func (s *Server) listEvents(c echo.Context) error {
-	id, err := sessionID(c)
+	after, limit, err := pageParams(c)
 	if err != nil {
 		return err
 	}
-	after, limit, err := pageParams(c)
+	id, err := sessionID(c)
 	if err != nil {
 		return err
 	}

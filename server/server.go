@@ -182,7 +182,7 @@ func (s *Server) routes() *echo.Echo {
 	e.GET("/healthz", s.healthz)
 	e.GET("/readyz", s.readyz)
 
-	a := e.Group("", s.agentAuth)
+	a := e.Group("", s.agentAuth, s.strictQuery)
 	a.POST("/sessions", s.createSession, s.limit(func() *rateLimiter { return s.contacts }, "contact attempts"))
 	a.GET("/sessions", s.listSessions)
 	a.GET("/sessions/:id", s.getSession)
@@ -199,7 +199,7 @@ func (s *Server) routes() *echo.Echo {
 	a.GET("/stream/roster", s.roster)
 
 	s.adminRoutes(e.Group("/admin/v1", s.adminAuth))
-	e.GET("/metrics", s.metrics, s.adminAuth)
+	e.GET("/metrics", s.metrics, s.adminAuth, s.strictQuery)
 	return e
 }
 

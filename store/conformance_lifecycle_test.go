@@ -385,9 +385,10 @@ func TestReopen(t *testing.T) {
 		if got := visible(t, s, sid, b); len(got) != 17 {
 			t.Fatalf("b after joining sees %s", describe(got))
 		}
-		// a is left now: it needs a fresh invitation.
+		// a is left now, and its horizon is the end: to it the session is
+		// ended, whether or not it was reopened since (errors.md).
 		_, err = s.Join(bg, sid, a)
-		wantConflict(t, err, protocol.CodeNotInvited)
+		wantConflict(t, err, protocol.CodeSessionEnded)
 	})
 }
 

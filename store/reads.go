@@ -117,31 +117,52 @@ func (s *Store) queryEvents(ctx context.Context, query string, args ...any) ([]S
 
 // VisibleEvents returns up to limit events after `after` that viewer may see,
 // and whether more visible events may follow. The SQL narrows the scan to
-// candidate rows; replay.Visible makes the decision.
+// candidate rows; replay.Visible makes the decision. A page is short only at
+// the end of the log: should candidates turn out invisible, it reads on.
 func (s *Store) VisibleEvents(ctx context.Context, sessionID, viewer string, after int64, limit int) ([]StoredEvent, bool, error) {
 	v, err := s.View(ctx, sessionID, viewer)
 	if err != nil {
 		return nil, false, err
 	}
-	rows, err := s.queryEvents(ctx, `SELECT session_id, sequence, event_id, type, subject, audience, created_at, body FROM events
-		WHERE session_id = $1 AND sequence > $2
-		  AND (sequence <= $3 OR (type = 'session.invited' AND subject = $4) OR audience LIKE $5)
-		ORDER BY sequence LIMIT $6`,
-		sessionID, after, v.VisibleThrough, viewer, "%,"+viewer+",%", limit+1)
-	if err != nil {
-		return nil, false, err
-	}
-	out := rows[:0]
-	for _, e := range rows {
-		if replay.Visible(v, e.Meta()) {
-			out = append(out, e)
+	var out []StoredEvent
+	for {
+		want := limit + 1 - len(out)
+		rows, err := s.candidates(ctx, sessionID, v, after, want)
+		if err != nil {
+			return nil, false, err
 		}
+		for _, e := range rows {
+			if replay.Visible(v, e.Meta()) {
+				out = append(out, e)
+			}
+		}
+		if len(out) > limit || len(rows) < want {
+			break
+		}
+		after = rows[len(rows)-1].Sequence
 	}
 	more := len(out) > limit
 	if more {
 		out = out[:limit]
 	}
 	return out, more, nil
+}
+
+// candidates returns up to n events after `after` that may be visible to v:
+// exactly those replay.Visible admits, unless the SQL and Visible disagree.
+func (s *Store) candidates(ctx context.Context, sessionID string, v replay.View, after int64, n int) ([]StoredEvent, error) {
+	return s.queryEvents(ctx, `SELECT session_id, sequence, event_id, type, subject, audience, created_at, body FROM events
+		WHERE session_id = $1 AND sequence > $2
+		  AND (sequence <= $3 OR (type = 'session.invited' AND subject = $4) OR audience LIKE $5 ESCAPE '!')
+		ORDER BY sequence LIMIT $6`,
+		sessionID, after, v.VisibleThrough, v.Handle, "%,"+likeEscape(v.Handle)+",%", n)
+}
+
+// likeEscape escapes s for a LIKE pattern with ESCAPE '!', the same in
+// PostgreSQL and SQLite: handles may contain "_", which LIKE would otherwise
+// take for "any character" (and so match another agent's audience entry).
+func likeEscape(s string) string {
+	return strings.NewReplacer("!", "!!", "%", "!%", "_", "!_").Replace(s)
 }
 
 // SessionSummary is one row of GET /sessions: a session and the caller's status in it.

@@ -119,25 +119,16 @@ func (s *Store) CreateSession(ctx context.Context, req CreateSession) (protocol.
 	return resp, commit, err
 }
 
-// checkContact applies trust to every invitee: it must exist, the inviter
-// and it must be able to contact each other (trust.CanContact), and it must
-// have no block in either direction with any current participant of the
-// session. Any failure is ErrNotFound for the whole request.
-func (s *Store) checkContact(ctx context.Context, tx *sql.Tx, inviter string, invitees []string, t *sessionTx) error {
+// checkContact applies trust.CanInvite, the one invitation rule of create,
+// invite and reopen: every invitee must exist and be reachable by the
+// inviter, and no block may stand between an invitee and another invitee or
+// a member (a current participant the invitees will share the session with).
+// Any failure is ErrNotFound for the whole request.
+func (s *Store) checkContact(ctx context.Context, tx *sql.Tx, inviter string, invitees, members []string) error {
 	if len(invitees) == 0 {
 		return nil
 	}
-	handles := append([]string{inviter}, invitees...)
-	var current []string
-	if t != nil {
-		for _, h := range t.order {
-			if st := t.parts[h].status; st == protocol.StatusJoined || st == protocol.StatusInvited {
-				current = append(current, h)
-			}
-		}
-		handles = append(handles, current...)
-	}
-	agents, err := loadAgents(ctx, tx, dedupe(handles))
+	agents, err := loadAgents(ctx, tx, dedupe(append(append([]string{inviter}, invitees...), members...)))
 	if err != nil {
 		return err
 	}
@@ -145,20 +136,37 @@ func (s *Store) checkContact(ctx context.Context, tx *sql.Tx, inviter string, in
 	if !ok {
 		return ErrNotFound
 	}
-	// Blocks are one-directional rows; an invitee's own list is loaded, and
-	// a participant's list is loaded too, so Blocked sees both directions.
+	// Blocks are one-directional rows; each agent's own list is loaded, so
+	// trust.Blocked sees both directions.
+	to := make([]trust.Agent, 0, len(invitees))
 	for _, h := range invitees {
-		to, ok := agents[h]
-		if !ok || !trust.CanContact(from.Trust(), to.Trust()) {
+		a, ok := agents[h]
+		if !ok {
 			return ErrNotFound
 		}
-		for _, c := range current {
-			if other, ok := agents[c]; ok && trust.Blocked(to.Trust(), other.Trust()) {
-				return ErrNotFound
-			}
+		to = append(to, a.Trust())
+	}
+	var with []trust.Agent
+	for _, h := range members {
+		if a, ok := agents[h]; ok { // a deleted member has left every session
+			with = append(with, a.Trust())
 		}
 	}
+	if !trust.CanInvite(from.Trust(), to, with) {
+		return ErrNotFound
+	}
 	return nil
+}
+
+// current returns the session's invited and joined participants.
+func (t *sessionTx) current() []string {
+	var out []string
+	for _, h := range t.order {
+		if st := t.parts[h].status; st == protocol.StatusJoined || st == protocol.StatusInvited {
+			out = append(out, h)
+		}
+	}
+	return out
 }
 
 func dedupe(in []string) []string {
@@ -208,7 +216,11 @@ func (s *Store) Join(ctx context.Context, id, caller string) (*Commit, error) {
 			}
 			return nil
 		case protocol.StatusLeft:
-			if t.state == protocol.StateEnded {
+			state, err := t.knownState(caller)
+			if err != nil {
+				return err
+			}
+			if state == protocol.StateEnded {
 				return errEnded
 			}
 			return stateErr(protocol.CodeNotInvited, "there is no pending invitation; a participant who left returns only by a new invitation")
@@ -232,13 +244,10 @@ func (s *Store) Join(ctx context.Context, id, caller string) (*Commit, error) {
 func (s *Store) Invite(ctx context.Context, id, caller string, invite []string) ([]string, *Commit, error) {
 	invited := []string{}
 	commit, err := s.withSession(ctx, id, caller, func(t *sessionTx) error {
-		if t.state == protocol.StateEnded {
-			return errEnded
+		if err := t.mustBeJoined(caller); err != nil {
+			return err
 		}
-		if t.status(caller) != protocol.StatusJoined {
-			return errNotJoined
-		}
-		if err := s.checkContact(ctx, t.tx, caller, invite, t); err != nil {
+		if err := s.checkContact(ctx, t.tx, caller, invite, t.current()); err != nil {
 			return err
 		}
 		for _, h := range invite {
@@ -274,7 +283,14 @@ type SendMessage struct {
 // response even if the session has ended since.
 func (s *Store) SendMessage(ctx context.Context, req SendMessage) (protocol.SendMessageResponse, *Commit, error) {
 	if s.batch != nil {
-		return s.sendBatched(ctx, req)
+		resp, commit, err := s.sendBatched(ctx, req)
+		if errors.Is(err, errEnded) || errors.Is(err, errNotJoined) {
+			// Group commit decides successes; a refusal is decided again
+			// by sendOne, whose state check (mustBeJoined) answers a
+			// sender that left as of its horizon.
+			return s.sendOne(ctx, req)
+		}
+		return resp, commit, err
 	}
 	return s.sendOne(ctx, req)
 }
@@ -297,11 +313,8 @@ func (s *Store) sendOne(ctx context.Context, req SendMessage) (protocol.SendMess
 				return fmt.Errorf("store: message key: %w", err)
 			}
 		}
-		if t.state == protocol.StateEnded {
-			return errEnded
-		}
-		if t.status(req.Sender) != protocol.StatusJoined {
-			return errNotJoined
+		if err := t.mustBeJoined(req.Sender); err != nil {
+			return err
 		}
 		if err := t.checkFrameRecipients(req.FrameRecipients); err != nil {
 			return err
@@ -326,11 +339,8 @@ func (s *Store) sendOne(ctx context.Context, req SendMessage) (protocol.SendMess
 // participant remains.
 func (s *Store) Leave(ctx context.Context, id, caller string) (*Commit, error) {
 	return s.withSession(ctx, id, caller, func(t *sessionTx) error {
-		if t.state == protocol.StateEnded {
-			return errEnded
-		}
-		if t.status(caller) != protocol.StatusJoined {
-			return errNotJoined
+		if err := t.mustBeJoined(caller); err != nil {
+			return err
 		}
 		return t.leave(caller, protocol.LeftReasonLeft, false)
 	})
@@ -339,11 +349,8 @@ func (s *Store) Leave(ctx context.Context, id, caller string) (*Commit, error) {
 // End ends an active session on behalf of a joined caller.
 func (s *Store) End(ctx context.Context, id, caller string) (*Commit, error) {
 	return s.withSession(ctx, id, caller, func(t *sessionTx) error {
-		if t.state == protocol.StateEnded {
-			return errEnded
-		}
-		if t.status(caller) != protocol.StatusJoined {
-			return errNotJoined
+		if err := t.mustBeJoined(caller); err != nil {
+			return err
 		}
 		return t.end(caller)
 	})
@@ -356,17 +363,17 @@ func (s *Store) End(ctx context.Context, id, caller string) (*Commit, error) {
 // nothing after the end. Re-invitations pass trust like any invitation.
 func (s *Store) Reopen(ctx context.Context, id, caller string, invite []string, initial *protocol.InitialMessage, frameRecipients []string) (*Commit, error) {
 	return s.withSession(ctx, id, caller, func(t *sessionTx) error {
+		// A caller that left and may not reopen is refused alike whether
+		// the session is still ended or was reopened since.
+		if !t.mayReopen(caller) && (t.status(caller) == protocol.StatusLeft || t.state == protocol.StateEnded) {
+			return errNotJoined
+		}
 		if t.state == protocol.StateActive {
 			return errActive
 		}
-		if !t.mayReopen(caller) {
-			return errNotJoined
-		}
+		// The reopened session's participants are the caller and the
+		// invitees: everyone else becomes left.
 		if err := s.checkContact(ctx, t.tx, caller, invite, nil); err != nil {
-			return err
-		}
-		// Block checks against the participants the reopened session will have.
-		if err := s.checkBlocksAmong(ctx, t.tx, append([]string{caller}, invite...)); err != nil {
 			return err
 		}
 		reinvited := map[string]bool{}
@@ -423,24 +430,6 @@ func (s *Store) Reopen(ctx context.Context, id, caller string, invite []string, 
 		}
 		return nil
 	})
-}
-
-// checkBlocksAmong fails with ErrNotFound if any two of handles block each other.
-func (s *Store) checkBlocksAmong(ctx context.Context, tx *sql.Tx, handles []string) error {
-	agents, err := loadAgents(ctx, tx, dedupe(handles))
-	if err != nil {
-		return err
-	}
-	for i, a := range handles {
-		for _, b := range handles[i+1:] {
-			x, ok1 := agents[a]
-			y, ok2 := agents[b]
-			if ok1 && ok2 && trust.Blocked(x.Trust(), y.Trust()) {
-				return ErrNotFound
-			}
-		}
-	}
-	return nil
 }
 
 // sessionIDsOf returns the active sessions in which h is joined or invited,

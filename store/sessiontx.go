@@ -235,6 +235,40 @@ func (t *sessionTx) invite(h, by string, initial *protocol.Message) error {
 	return err
 }
 
+// knownState is the session's state as h may know it. A joined or invited
+// participant knows the live state. One that left knows the session only up
+// to its horizon (see snapshot.go); to it the session stays in the state it
+// had then, so that the answers to its requests do not tell it whether the
+// session went on, ended or was reopened since.
+func (t *sessionTx) knownState(h string) (string, error) {
+	p, ok := t.parts[h]
+	if !ok || p.status != protocol.StatusLeft {
+		return t.state, nil
+	}
+	upto := viewUpto(p.visibleThrough, p.lastChangeSeq)
+	if upto >= t.lastSeq {
+		return t.state, nil
+	}
+	return stateAsOf(t.ctx, t.tx, t.id, upto)
+}
+
+// mustBeJoined is the state check of invite, send, leave and end:
+// session_ended if the session is ended as h knows it, else not_joined
+// unless h is joined.
+func (t *sessionTx) mustBeJoined(h string) error {
+	state, err := t.knownState(h)
+	if err != nil {
+		return err
+	}
+	if state == protocol.StateEnded {
+		return errEnded
+	}
+	if t.status(h) != protocol.StatusJoined {
+		return errNotJoined
+	}
+	return nil
+}
+
 // mayReopen reports whether h may reopen the ended session: an agent joined
 // when it ended (Appendix C.3), or an invitee of a send-and-end session not
 // reopened since, which replies by reopening (§7.2).
@@ -314,7 +348,8 @@ func insertEvents(ctx context.Context, tx *sql.Tx, events []StoredEvent) error {
 }
 
 // Audiences are stored as ",@a.b,@c.d," so a LIKE '%,@a.b,%' prefilter works
-// on both dialects; handles cannot contain commas.
+// on both dialects (with the handle's "_" escaped: see likeEscape); handles
+// cannot contain commas.
 func encodeAudience(a []string) string {
 	if len(a) == 0 {
 		return ""

@@ -21,6 +21,22 @@ func viewUpto(visibleThrough, lastChangeSeq int64) int64 {
 	return max(visibleThrough, lastChangeSeq)
 }
 
+// stateAsOf is the session's state right after event upto: ended when the
+// last session.ended or session.reopened up to it is an end.
+func stateAsOf(ctx context.Context, q querier, sessionID string, upto int64) (string, error) {
+	var typ string
+	err := q.QueryRowContext(ctx, `SELECT type FROM events
+		WHERE session_id = $1 AND sequence <= $2 AND type IN ('session.ended', 'session.reopened')
+		ORDER BY sequence DESC LIMIT 1`, sessionID, upto).Scan(&typ)
+	if errors.Is(err, sql.ErrNoRows) || err == nil && typ == protocol.EventReopened {
+		return protocol.StateActive, nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("store: session state: %w", err)
+	}
+	return protocol.StateEnded, nil
+}
+
 // GetSession returns a session snapshot for a current or former
 // participant: the live state for a joined participant, and the state as of
 // its horizon for anyone else.
@@ -48,7 +64,30 @@ func (s *Store) GetSession(ctx context.Context, id, viewer string) (*protocol.Se
 	if status == protocol.StatusJoined || upto >= lastSeq {
 		return cur, nil
 	}
-	return s.snapshotAt(ctx, cur, createdBy, upto)
+	snap, err := s.snapshotAt(ctx, cur, createdBy, upto)
+	if err != nil {
+		return nil, err
+	}
+	ownStatus(snap, viewer, status)
+	return snap, nil
+}
+
+// ownStatus shows the viewer with its status now, as GET /sessions lists it
+// and as its requests are answered. A viewer's status differs from the one at
+// its horizon only when it changed without an event it may see: a block
+// (§6.2: "the blocked agent's status becomes left") or a reopen that did not
+// re-invite it. When that change happened is not shown.
+func ownStatus(snap *protocol.Session, viewer, status string) {
+	for i := range snap.Participants {
+		p := &snap.Participants[i]
+		if p.Handle == viewer {
+			if p.Status != status {
+				p.Status, p.LeftAt = status, 0
+			}
+			return
+		}
+	}
+	snap.Participants = append(snap.Participants, protocol.Participant{Handle: viewer, Status: status})
 }
 
 // snapshotAt rebuilds a session's state and participants as they were

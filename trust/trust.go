@@ -43,6 +43,33 @@ func CanContact(a, b Agent) bool {
 	return admits(a, b.Handle) && admits(b, a.Handle)
 }
 
+// CanInvite reports whether inviter may bring invitees into a session whose
+// other current (invited or joined) participants are members: the one rule of
+// POST /sessions, /invite and /reopen. Every invitee must be reachable by the
+// inviter (CanContact), and no block, in either direction, may stand between
+// an invitee and anyone it would share the session with: a current
+// participant or another invitee. §6.2: a blocked agent "cannot be invited
+// to new ones", whoever invites it. members may include the inviter and the
+// invitees themselves; pairs already sharing the session are not judged.
+func CanInvite(inviter Agent, invitees, members []Agent) bool {
+	for i, to := range invitees {
+		if !CanContact(inviter, to) {
+			return false
+		}
+		for _, m := range members {
+			if Blocked(to, m) {
+				return false
+			}
+		}
+		for _, other := range invitees[i+1:] {
+			if Blocked(to, other) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
 // Blocked reports whether either agent has blocked the other.
 func Blocked(a, b Agent) bool {
 	return contains(a.Blocks, b.Handle) || contains(b.Blocks, a.Handle)

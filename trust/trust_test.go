@@ -71,3 +71,34 @@ func BenchmarkCanContact(b *testing.B) {
 		}
 	}
 }
+
+func TestCanInvite(t *testing.T) {
+	open := func(h string, blocks ...string) Agent { return Agent{Handle: h, Policy: Open, Blocks: blocks} }
+	list := func(h string, entries ...string) Agent {
+		return Agent{Handle: h, Policy: Allowlist, Allowlist: entries}
+	}
+	inviter := open("@i.nviter")
+	tests := []struct {
+		name     string
+		invitees []Agent
+		members  []Agent
+		want     bool
+	}{
+		{"no invitees", nil, nil, true},
+		{"reachable invitees", []Agent{open("@a.x"), open("@b.y")}, []Agent{inviter}, true},
+		{"one invitee unreachable", []Agent{open("@a.x"), list("@b.y")}, nil, false},
+		{"invitee blocked the inviter", []Agent{open("@a.x", "@i.nviter")}, nil, false},
+		{"one invitee blocked another", []Agent{open("@a.x", "@b.y"), open("@b.y")}, nil, false},
+		{"blocked invitee listed first", []Agent{open("@b.y"), open("@a.x", "@b.y")}, nil, false},
+		{"a member blocked an invitee", []Agent{open("@a.x")}, []Agent{inviter, open("@m.z", "@a.x")}, false},
+		{"an invitee blocked a member", []Agent{open("@a.x", "@m.z")}, []Agent{inviter, open("@m.z")}, false},
+		{"blocks of third agents are irrelevant", []Agent{open("@a.x", "@q.q"), open("@b.y", "@r.r")}, []Agent{open("@m.z", "@s.s")}, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := CanInvite(inviter, tt.invitees, tt.members); got != tt.want {
+				t.Errorf("CanInvite = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,172 @@
+package server
+
+import (
+	"net/url"
+	"slices"
+	"sort"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/aspd/aspd/protocol"
+)
+
+// Query parameters are decoded as strictly as bodies: a parameter a route
+// does not take, a repeated one, one that is empty, not properly escaped, not
+// valid UTF-8 or holding a NUL, or one given without the parameter it depends
+// on is 400 invalid_request naming it, and the request does nothing. A
+// misspelt filter must never widen what a request reads (an export of one
+// participant's sessions must not become an export of the network).
+
+// queryRule is what one route accepts in its query string. Every parameter
+// takes exactly one value; the handler validates the value itself.
+type queryRule struct {
+	params  []string          // the accepted names
+	aliases [][2]string       // two names of one parameter: give at most one
+	needs   map[string]string // a parameter that means something only with another
+	alone   string            // a parameter that excludes every other
+}
+
+var (
+	// pageQuery is the paging of an event log.
+	pageQuery = queryRule{params: []string{"after_sequence", "cursor", "limit"}, aliases: [][2]string{{"after_sequence", "cursor"}}}
+	// listingParams are the filters of every session listing and export.
+	listingParams = []string{"state", "since", "until", "before"}
+)
+
+// queryRules holds, per route (method and registered path), the query
+// parameters it takes. A route that is not listed takes none.
+var queryRules = map[string]queryRule{
+	"GET /sessions": {
+		params:  append(slices.Clone(listingParams), "status", "cursor", "limit"),
+		aliases: [][2]string{{"before", "cursor"}},
+	},
+	"GET /sessions/:id/events": pageQuery,
+	"GET /connect":             {params: []string{"token"}},
+	"GET /stream":              {params: []string{"instrument", "session", "filter"}},
+
+	"GET /admin/v1/agents": {params: []string{"owner"}},
+	"GET /admin/v1/sessions": {
+		params:  append(slices.Clone(listingParams), "participant", "status", "cursor", "limit"),
+		aliases: [][2]string{{"before", "cursor"}},
+		needs:   map[string]string{"status": "participant"},
+	},
+	"GET /admin/v1/sessions/:id/events": pageQuery,
+	"GET /admin/v1/export": {
+		params: append(slices.Clone(listingParams), "participant", "status", "session"),
+		needs:  map[string]string{"status": "participant"},
+		alone:  "session",
+	},
+}
+
+// checkQuery decodes the request's query string and checks it against the
+// route's rule.
+func checkQuery(c echo.Context) (url.Values, error) {
+	rule := queryRules[c.Request().Method+" "+c.Path()]
+	q, err := parseQuery(c.Request().URL.RawQuery)
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, 0, len(q))
+	for name := range q {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		if !slices.Contains(rule.params, name) {
+			if len(rule.params) == 0 {
+				return nil, protocol.Invalid("unknown query parameter %q: this endpoint takes no query parameters", name)
+			}
+			return nil, protocol.Invalid("unknown query parameter %q: this endpoint takes %s", name, strings.Join(rule.params, ", "))
+		}
+		vals := q[name]
+		if len(vals) > 1 {
+			return nil, protocol.Invalid("query parameter %s is given %d times; it takes one value", name, len(vals))
+		}
+		switch v := vals[0]; {
+		case v == "":
+			return nil, protocol.Invalid("query parameter %s has no value", name)
+		case !utf8.ValidString(v):
+			return nil, protocol.Invalid("query parameter %s is not valid UTF-8", name)
+		case strings.IndexByte(v, 0) >= 0:
+			return nil, protocol.Invalid("query parameter %s contains a NUL character", name)
+		}
+	}
+	for _, pair := range rule.aliases {
+		if q.Has(pair[0]) && q.Has(pair[1]) {
+			return nil, protocol.Invalid("query parameters %s and %s are one parameter; give only one of them", pair[0], pair[1])
+		}
+	}
+	for _, name := range names {
+		if need, ok := rule.needs[name]; ok && !q.Has(need) {
+			return nil, protocol.Invalid("query parameter %s requires %s", name, need)
+		}
+	}
+	if rule.alone != "" && q.Has(rule.alone) && len(q) > 1 {
+		return nil, protocol.Invalid("query parameter %s cannot be combined with other parameters", rule.alone)
+	}
+	return q, nil
+}
+
+const queryKey = "query"
+
+// query returns the request's query parameters, checked by checkQuery on
+// first use. Every handler that can be reached with a query string calls it
+// (or runs behind strictQuery) before anything else.
+func query(c echo.Context) (url.Values, error) {
+	if q, ok := c.Get(queryKey).(url.Values); ok {
+		return q, nil
+	}
+	q, err := checkQuery(c)
+	if err != nil {
+		return nil, err
+	}
+	c.Set(queryKey, q)
+	return q, nil
+}
+
+// strictQuery checks the query string before the handler runs: the operator
+// routes are registered with it, so none of them can forget, and so can the
+// agent group be. Handlers still read their values with query.
+func (s *Server) strictQuery(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		// A group's catch-all not-found routes ("/*", or "/" for the
+		// root group) stay the 404 of an unknown route, query or not.
+		if p := c.Path(); p == "/" || strings.HasSuffix(p, "*") {
+			return next(c)
+		}
+		if _, err := query(c); err != nil {
+			return err
+		}
+		return next(c)
+	}
+}
+
+// parseQuery splits a query string like url.ParseQuery, but refuses what
+// url.ParseQuery (and so echo's QueryParam) would silently drop: a pair that
+// is not properly percent-encoded, or a ";" separator.
+func parseQuery(raw string) (url.Values, error) {
+	q := url.Values{}
+	for raw != "" {
+		var pair string
+		pair, raw, _ = strings.Cut(raw, "&")
+		if pair == "" {
+			continue
+		}
+		if strings.Contains(pair, ";") {
+			return nil, protocol.Invalid("query string: %q contains a \";\"; separate parameters with \"&\"", pair)
+		}
+		k, v, _ := strings.Cut(pair, "=")
+		name, err := url.QueryUnescape(k)
+		if err != nil {
+			return nil, protocol.Invalid("query parameter name %q is not properly percent-encoded", k)
+		}
+		value, err := url.QueryUnescape(v)
+		if err != nil {
+			return nil, protocol.Invalid("query parameter %q is not properly percent-encoded", name)
+		}
+		q[name] = append(q[name], value)
+	}
+	return q, nil
+}
