@@ -102,7 +102,7 @@ func run(cfg *config) error {
 	if err != nil {
 		return err
 	}
-	httpSrv := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second}
+	httpSrv := newHTTPServer(cfg.http, srv.Handler())
 	errc := make(chan error, 1)
 	go func() { errc <- httpSrv.Serve(ln) }()
 	log.Info("aspd listening", "addr", "http://"+ln.Addr().String(), "grace_window", cfg.graceWindow)
