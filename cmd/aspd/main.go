@@ -33,7 +33,12 @@ func main() {
 		os.Exit(2)
 	}
 	if err := run(cfg); err != nil {
-		slog.Error("aspd stopped", "err", err)
+		var locked *errStoreLocked
+		if errors.As(err, &locked) {
+			fmt.Fprintln(os.Stderr, "aspd:", err)
+		} else {
+			slog.Error("aspd stopped", "err", err)
+		}
 		os.Exit(1)
 	}
 }
@@ -49,6 +54,15 @@ func run(cfg *config) error {
 		dbURL = filepath.Join(cfg.dataDir, "aspd.db")
 		log.Info("using the embedded store (single node); for production set --database-url / ASPD_DATABASE_URL to a postgres:// URL",
 			"path", dbURL)
+	}
+	// One embedded store, one aspd: take its lock before anything is
+	// written (migrations, presence recovery, the admin token).
+	if path := sqlitePath(dbURL); path != "" {
+		lock, err := lockStore(path)
+		if err != nil {
+			return err
+		}
+		defer lock.release()
 	}
 	st, err := store.Open(ctx, dbURL)
 	if err != nil {
