@@ -777,6 +777,103 @@ func frLastID(t testing.TB, s *server, a *agent, sent frSent) string {
 	return it.ID
 }
 
+// TestFrameResumeRechecksTrust: frames retained for Last-Event-ID are
+// replayed only if their sender may still contact the stream's owner at
+// replay time, by the trust decision POST /frames makes. A frame from a
+// sender the owner has since blocked, or removed from its allowlist, is not
+// replayed (not even after a stream-gap); frames from senders still allowed,
+// and the owner's own, still are, in order and without a gap.
+func TestFrameResumeRechecksTrust(t *testing.T) {
+	backends(t, func(t *testing.T, dbURL string) {
+		s := startServer(t, dbURL)
+		alice := s.provision("@alice.x", "open")
+		carol := s.provision("@carol.y", "open")
+		bob := s.provision("@bob.z", "open")
+		dan := s.provision("@dan.w", "allowlist", "@alice.x", "@carol.y")
+		sent := frSent{}
+		adv := func(from *agent, to string) map[string]any {
+			return sent.add(t, frNew(t, from.handle, to, "agent_advisory", ""))
+		}
+		admin := func(method, path string, body any) {
+			t.Helper()
+			if code, out := s.adminDo(method, path, body); code/100 != 2 {
+				t.Fatalf("%s %s: %d %s", method, path, code, out)
+			}
+		}
+		// lastID opens a stream of owner, has alice send it a frame (alice
+		// may contact every owner here at this point) and returns its id.
+		lastID := func(owner *agent) string {
+			t.Helper()
+			st := sseOpen(t, s, owner.token, "/stream?instrument=cc-1", nil)
+			f := adv(alice, owner.handle)
+			frWantCount(t, alice, owner.handle+"/*", f, 1, false)
+			it := st.next()
+			if !strings.Contains(it.Data, frID(f)) {
+				t.Fatalf("%s got %+v", owner.handle, it)
+			}
+			st.close()
+			frWaitStreams(t, owner, 0)
+			return it.ID
+		}
+
+		t.Run("block", func(t *testing.T) {
+			last := lastID(bob)
+			a1 := adv(alice, "@bob.z")
+			frWantCount(t, alice, "@bob.z/*", a1, 0, false)
+			c1 := adv(carol, "@bob.z")
+			frWantCount(t, carol, "@bob.z/*", c1, 0, false)
+			own := adv(bob, "@bob.z")
+			frWantCount(t, bob, "@bob.z/*", own, 0, true)
+			a2 := adv(alice, "@bob.z")
+			frWantCount(t, alice, "@bob.z/*", a2, 0, false)
+
+			// bob blocks alice while his stream is down.
+			admin("POST", "/agents/@bob.z/blocks", map[string]any{"handle": "@alice.x"})
+			re := sseOpen(t, s, bob.token, "/stream?instrument=cc-1", map[string]string{"Last-Event-ID": last})
+			end := adv(bob, "@bob.z")
+			frWantCount(t, bob, "@bob.z", end, 1, true)
+			frWantIDs(t, "resumed after the block", frCollect(t, "resumed", re, frID(end), sent), c1, own)
+			re.close()
+			frWaitStreams(t, bob, 0)
+
+			// A resumption that cannot be clean (unknown id) replays every
+			// retained frame after a stream-gap: still none of alice's.
+			gapped := sseOpen(t, s, bob.token, "/stream?instrument=cc-1", map[string]string{"Last-Event-ID": "nonsense"})
+			if gap := gapped.next(); gap.Event != "stream-gap" {
+				t.Fatalf("first event %+v, want stream-gap", gap)
+			}
+			end2 := adv(bob, "@bob.z")
+			frWantCount(t, bob, "@bob.z", end2, 1, true)
+			frWantIDs(t, "after a gap", frCollect(t, "after a gap", gapped, frID(end2), sent), c1, own, end)
+			gapped.close()
+			frWaitStreams(t, bob, 0)
+
+			// Once unblocked, alice's retained frames replay again: the
+			// check is made at replay time, nothing was discarded.
+			admin("DELETE", "/agents/@bob.z/blocks/@alice.x", nil)
+			again := sseOpen(t, s, bob.token, "/stream?instrument=cc-1", map[string]string{"Last-Event-ID": last})
+			end3 := adv(bob, "@bob.z")
+			frWantCount(t, bob, "@bob.z", end3, 1, true)
+			frWantIDs(t, "after the unblock", frCollect(t, "after the unblock", again, frID(end3), sent), a1, c1, own, a2, end, end2)
+		})
+
+		t.Run("allowlist", func(t *testing.T) {
+			last := lastID(dan)
+			a1 := adv(alice, "@dan.w")
+			frWantCount(t, alice, "@dan.w/*", a1, 0, false)
+			c1 := adv(carol, "@dan.w")
+			frWantCount(t, carol, "@dan.w/*", c1, 0, false)
+
+			// dan's allowlist no longer admits alice.
+			admin("DELETE", "/agents/@dan.w/allowlist", map[string]any{"entries": []string{"@alice.x"}})
+			re := sseOpen(t, s, dan.token, "/stream?instrument=cc-1", map[string]string{"Last-Event-ID": last})
+			end := adv(dan, "@dan.w")
+			frWantCount(t, dan, "@dan.w", end, 1, true)
+			frWantIDs(t, "resumed after the allowlist change", frCollect(t, "resumed", re, frID(end), sent), c1)
+		})
+	})
+}
+
 // frRoster returns GET /stream/roster, decoded strictly.
 type frRosterEntry struct {
 	Instrument string `json:"instrument"`

@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -264,6 +265,10 @@ func (s *Server) openStream(c echo.Context) error {
 	if !s.stillValid(c) {
 		return unauthorized()
 	}
+	replay, err := s.replayable(c.Request().Context(), me, sub.Replay)
+	if err != nil {
+		return err
+	}
 
 	w := c.Response()
 	rc := http.NewResponseController(w)
@@ -289,10 +294,20 @@ func (s *Server) openStream(c echo.Context) error {
 			return nil
 		}
 	}
+	var buf bytes.Buffer
+	send := func(d streams.Delivery) error {
+		buf.Reset()
+		fmt.Fprintf(&buf, "id: %s\nevent: %s\ndata: %s\n\n", d.ID, d.Kind, d.Data)
+		return write(buf.Bytes())
+	}
+	for _, d := range replay {
+		if err := send(d); err != nil {
+			return nil
+		}
+	}
 	keep := time.NewTicker(s.cfg.Frames.Keepalive)
 	defer keep.Stop()
 	ctx := c.Request().Context()
-	var buf bytes.Buffer
 	for {
 		select {
 		case <-ctx.Done():
@@ -306,13 +321,48 @@ func (s *Server) openStream(c echo.Context) error {
 				return nil
 			}
 		case d := <-sub.C:
-			buf.Reset()
-			fmt.Fprintf(&buf, "id: %s\nevent: %s\ndata: %s\n\n", d.ID, d.Kind, d.Data)
-			if err := write(buf.Bytes()); err != nil {
+			if err := send(d); err != nil {
 				return nil
 			}
 		}
 	}
+}
+
+// replayable returns the retained frames that a resuming stream of me may
+// still be shown. Trust is decided again at replay time, by the decision
+// POST /frames makes (trust.CanContact on both agents' current settings): a
+// frame from another agent is withheld if that agent may no longer contact
+// me - a block in either direction, an allowlist entry removed, a policy
+// changed - or no longer exists. Frames me sent itself are always replayed.
+// The withheld frames are skipped silently, like frames the stream's filter
+// excludes; they are not a gap.
+func (s *Server) replayable(ctx context.Context, me string, replay []streams.Replayed) ([]streams.Delivery, error) {
+	handles := []string{me}
+	for _, r := range replay {
+		if r.Sender != me && !contains(handles, r.Sender) {
+			handles = append(handles, r.Sender)
+		}
+	}
+	allowed := map[string]bool{me: true}
+	if len(handles) > 1 {
+		agents, err := s.st.ListAgentsByHandle(ctx, handles)
+		if err != nil {
+			return nil, err
+		}
+		if to, ok := agents[me]; ok {
+			for _, h := range handles[1:] {
+				from, ok := agents[h]
+				allowed[h] = ok && trust.CanContact(from.Trust(), to.Trust())
+			}
+		}
+	}
+	out := make([]streams.Delivery, 0, len(replay))
+	for _, r := range replay {
+		if allowed[r.Sender] {
+			out = append(out, r.Delivery)
+		}
+	}
+	return out, nil
 }
 
 // roster is GET /stream/roster: the caller's own live streams, never anyone else's.

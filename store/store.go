@@ -16,6 +16,8 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -47,7 +49,11 @@ func Open(ctx context.Context, url string) (*Store, error) {
 	if strings.HasPrefix(url, "postgres://") || strings.HasPrefix(url, "postgresql://") {
 		s, err = openPostgres(url)
 	} else {
-		s, err = openSQLite(strings.TrimPrefix(url, "sqlite:"))
+		path := strings.TrimPrefix(url, "sqlite:")
+		if err := createSQLiteFile(path); err != nil {
+			return nil, err
+		}
+		s, err = openSQLite(path)
 	}
 	if err != nil {
 		return nil, err
@@ -57,6 +63,35 @@ func Open(ctx context.Context, url string) (*Store, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// createSQLiteFile creates the SQLite database file, empty and with mode
+// 0600, if it does not exist yet, before SQLite opens it. SQLite creates
+// the -wal and -shm files with the main file's permissions, so all three
+// are then private to aspd's user, whatever the directory's mode and the
+// umask. An existing file is left as it is, with a warning if other users
+// may read it.
+func createSQLiteFile(path string) error {
+	if path == "" || path == ":memory:" || strings.HasPrefix(path, "file:") {
+		return nil
+	}
+	if dir := filepath.Dir(path); dir != "" {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return fmt.Errorf("store: create data directory: %w", err)
+		}
+	}
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if err == nil {
+		return f.Close()
+	}
+	if !errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("store: create %s: %w", path, err)
+	}
+	if fi, err := os.Stat(path); err == nil && fi.Mode().Perm()&0o077 != 0 {
+		slog.Warn("the database file is readable by other users; restrict it (and its -wal and -shm files) to aspd's user",
+			"path", path, "mode", fmt.Sprintf("%04o", fi.Mode().Perm()), "fix", "chmod 600 "+path+"*")
+	}
+	return nil
 }
 
 // Dialect names the backend: "postgres" or "sqlite".

@@ -44,6 +44,13 @@ type Target struct {
 	Org              string // set for org: scopes (matches the org filter axis)
 }
 
+// Replayed is a retained frame due to a resuming stream, with its sender so
+// that the caller can decide, at replay time, whether it may still be shown.
+type Replayed struct {
+	Delivery
+	Sender string // the frame's sender_handle
+}
+
 // Subscription is one open stream.
 type Subscription struct {
 	Handle     string
@@ -51,6 +58,14 @@ type Subscription struct {
 	Session    string
 	Filter     frame.Filter
 	Since      time.Time
+
+	// Replay holds the retained frames after Last-Event-ID that this stream
+	// would have received, oldest first, taken under the same lock that
+	// registered the stream: they all precede anything on C. The caller
+	// writes (the ones it still allows of) them before reading C. Replay is
+	// not sent on C so that the caller can check each sender without
+	// holding the registry's lock.
+	Replay []Replayed
 
 	C       chan Delivery // emitted frames, in order
 	dropped chan struct{} // closed when the registry drops the stream (too slow)
@@ -135,7 +150,8 @@ func (r *Registry) state(h string) *handleState {
 }
 
 // Open registers a stream. If lastEventID is set, the frames retained after
-// it that this stream would have received are queued first; gap reports
+// it that this stream would have received (at most Buffer of them) are put
+// in sub.Replay, for the caller to write before anything from sub.C; gap reports
 // that the id could not be honoured (unknown, from before a restart, or aged
 // out of retention), which the caller must tell the subscriber.
 //
@@ -175,8 +191,8 @@ func (r *Registry) Open(handle, instrument, session string, f frame.Filter, last
 			start = 0 // best effort: everything still retained
 		}
 		for _, rt := range st.recent[start:] {
-			if sub.matches(rt.target, &rt.frame) && len(sub.C) < cap(sub.C) {
-				sub.C <- rt.d
+			if sub.matches(rt.target, &rt.frame) && len(sub.Replay) < r.cfg.Buffer {
+				sub.Replay = append(sub.Replay, Replayed{Delivery: rt.d, Sender: rt.frame.SenderHandle})
 			}
 		}
 	}

@@ -20,9 +20,14 @@ func fr(kind, sender, contentType string) *frame.Frame {
 	return &frame.Frame{Kind: kind, SenderHandle: sender, RecipientHandle: "@alice.cc", ContentType: contentType}
 }
 
-// drain returns the ids queued on a subscription without blocking.
+// drain returns the ids of a subscription's replay, then those queued on
+// it, without blocking.
 func drain(s *Subscription) []string {
 	var ids []string
+	for _, d := range s.Replay {
+		ids = append(ids, d.ID)
+	}
+	s.Replay = nil
 	for {
 		select {
 		case d := <-s.C:
@@ -206,5 +211,32 @@ func TestRetentionByteBudget(t *testing.T) {
 	r.Emit(tgt, fr(frame.KindAgentAdvisory, "@a.x", ""), big)
 	if got := r.RetainedBytes(); got != 100 {
 		t.Fatalf("retained %d bytes, want 100", got)
+	}
+}
+
+// TestResumeReplayCarriesSenders: a resumed stream's retained frames come in
+// Replay, oldest first and each with its sender (the server re-checks trust
+// per sender before writing them); frames emitted after the stream opened
+// go to C only.
+func TestResumeReplayCarriesSenders(t *testing.T) {
+	r := New(Config{RetainCount: 10, RetainAge: time.Minute, Buffer: 8})
+	first, _ := r.Open("@alice.cc", "cc-1", "", frame.Filter{}, "", 0)
+	tgt := &Target{Handles: []string{"@alice.cc"}}
+	r.Emit(tgt, fr(frame.KindAgentAdvisory, "@alice.cc", ""), nil)
+	last := drain(first)[0]
+	r.Close(first)
+	r.Emit(tgt, fr(frame.KindAgentAdvisory, "@bob.x", ""), nil)
+	r.Emit(tgt, fr(frame.KindAgentAdvisory, "@carol.y", ""), nil)
+
+	s, gap := r.Open("@alice.cc", "cc-1", "", frame.Filter{}, last, 0)
+	if gap {
+		t.Fatal("resume inside retention reported a gap")
+	}
+	r.Emit(tgt, fr(frame.KindAgentAdvisory, "@dave.z", ""), nil)
+	if len(s.Replay) != 2 || s.Replay[0].Sender != "@bob.x" || s.Replay[1].Sender != "@carol.y" || s.Replay[0].ID >= s.Replay[1].ID {
+		t.Fatalf("replay %+v, want bob's then carol's frame", s.Replay)
+	}
+	if len(s.C) != 1 {
+		t.Fatalf("%d frames on C, want only the one emitted after the stream opened", len(s.C))
 	}
 }

@@ -39,6 +39,15 @@ type config struct {
 	committers     int
 	logFormat      string
 	logLevel       string
+	http           httpConfig
+}
+
+// httpConfig bounds what one HTTP connection may cost the server.
+type httpConfig struct {
+	readTimeout       time.Duration // a whole request, headers and body
+	readHeaderTimeout time.Duration // the request line and headers
+	idleTimeout       time.Duration // an idle keep-alive connection between requests
+	maxHeaderBytes    int           // request line and headers
 }
 
 // envFlags binds each flag to an ASPD_* environment variable that provides
@@ -158,6 +167,10 @@ func parseConfig(args []string) (*config, error) {
 	e.dur(&fc.Keepalive, "frame-keepalive", fc.Keepalive, "interval of SSE keepalive comments on GET /stream")
 	e.dur(&fc.Validation.MaxSkewPast, "frame-max-age", fc.Validation.MaxSkewPast, "oldest accepted frame created_at, relative to now")
 	e.dur(&fc.Validation.MaxSkewFuture, "frame-max-future", fc.Validation.MaxSkewFuture, "furthest-future accepted frame created_at, relative to now")
+	e.dur(&c.http.readTimeout, "http-read-timeout", 20*time.Second, "longest time to read one whole request, headers and body; a slower client is cut off. Long-lived WebSocket and SSE streams are not bounded by it")
+	e.dur(&c.http.readHeaderTimeout, "http-read-header-timeout", 10*time.Second, "longest time to read a request's line and headers")
+	e.dur(&c.http.idleTimeout, "http-idle-timeout", 60*time.Second, "how long an idle keep-alive connection is kept open waiting for its next request")
+	e.int(&c.http.maxHeaderBytes, "http-max-header-bytes", 64<<10, "largest request line and headers, in bytes (431 beyond)")
 	e.str(&c.pprof, "pprof", "", "serve net/http/pprof on this address (e.g. 127.0.0.1:6060); empty = off. Keep it on loopback")
 	e.str(&c.logFormat, "log-format", "text", "log format: text or json")
 	e.str(&c.logLevel, "log-level", "info", "log level: debug, info, warn, error")
@@ -216,6 +229,10 @@ func parseConfig(args []string) (*config, error) {
 		return nil, fmt.Errorf("--frame-max-bytes must be at least 1024 and --frame-retain-bytes not negative")
 	case fc.Burst <= 0 || fc.MaxReach <= 0 || fc.MaxStreams <= 0 || fc.Retention.RetainCount < 0 || fc.Retention.Buffer <= 0 || fc.Keepalive <= 0:
 		return nil, fmt.Errorf("frame settings must be positive")
+	case c.http.readTimeout <= 0 || c.http.readHeaderTimeout <= 0 || c.http.idleTimeout <= 0:
+		return nil, fmt.Errorf("--http-read-timeout, --http-read-header-timeout and --http-idle-timeout must be positive")
+	case c.http.maxHeaderBytes < 4096:
+		return nil, fmt.Errorf("--http-max-header-bytes must be at least 4096")
 	case c.pingInterval <= 0 || hc.WriteTimeout <= 0 || hc.MaxLag <= 0 || hc.RingSize <= 0 || hc.CursorFlushInterval <= 0 || hc.ConfirmInterval <= 0 || c.wsReadLimit <= 0:
 		return nil, fmt.Errorf("WebSocket and delivery settings must be positive")
 	}

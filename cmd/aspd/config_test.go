@@ -44,6 +44,9 @@ func TestParseConfigFlagsAndEnvironment(t *testing.T) {
 	if c.listen != "127.0.0.1:7777" {
 		t.Errorf("the flag must win over the environment: %s", c.listen)
 	}
+	if c.http.readTimeout != 20*time.Second || c.http.readHeaderTimeout != 10*time.Second || c.http.idleTimeout != 60*time.Second || c.http.maxHeaderBytes != 64<<10 {
+		t.Errorf("HTTP defaults: %+v", c.http)
+	}
 	if c.limits.MaxParts != 3 || c.limits.MaxInvitees != 100 {
 		t.Errorf("limits: %+v", c.limits)
 	}
@@ -56,6 +59,10 @@ func TestParseConfigFlagsAndEnvironment(t *testing.T) {
 		{"--message-rate", "x"},
 		{"--message-burst", "0"},
 		{"--frame-max-age", "-1s"},
+		{"--http-read-timeout", "0s"},
+		{"--http-read-header-timeout", "-1s"},
+		{"--http-idle-timeout", "0s"},
+		{"--http-max-header-bytes", "100"},
 		{"extra"},
 	} {
 		if _, err := parseConfig(args); err == nil {

@@ -33,7 +33,12 @@ func main() {
 		os.Exit(2)
 	}
 	if err := run(cfg); err != nil {
-		slog.Error("aspd stopped", "err", err)
+		var locked *errStoreLocked
+		if errors.As(err, &locked) {
+			fmt.Fprintln(os.Stderr, "aspd:", err)
+		} else {
+			slog.Error("aspd stopped", "err", err)
+		}
 		os.Exit(1)
 	}
 }
@@ -49,6 +54,15 @@ func run(cfg *config) error {
 		dbURL = filepath.Join(cfg.dataDir, "aspd.db")
 		log.Info("using the embedded store (single node); for production set --database-url / ASPD_DATABASE_URL to a postgres:// URL",
 			"path", dbURL)
+	}
+	// One embedded store, one aspd: take its lock before anything is
+	// written (migrations, presence recovery, the admin token).
+	if path := sqlitePath(dbURL); path != "" {
+		lock, err := lockStore(path)
+		if err != nil {
+			return err
+		}
+		defer lock.release()
 	}
 	st, err := store.Open(ctx, dbURL)
 	if err != nil {
@@ -102,7 +116,7 @@ func run(cfg *config) error {
 	if err != nil {
 		return err
 	}
-	httpSrv := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second}
+	httpSrv := newHTTPServer(cfg.http, srv.Handler())
 	errc := make(chan error, 1)
 	go func() { errc <- httpSrv.Serve(ln) }()
 	log.Info("aspd listening", "addr", "http://"+ln.Addr().String(), "grace_window", cfg.graceWindow)
@@ -139,7 +153,7 @@ func adminToken(cfg *config, log *slog.Logger) ([]byte, error) {
 			return nil, err
 		}
 		tok := server.NewToken()
-		if err := os.WriteFile(path, []byte(tok+"\n"), 0o600); err != nil {
+		if err := writeNewFile(path, []byte(tok+"\n")); err != nil {
 			return nil, fmt.Errorf("writing admin token file: %w", err)
 		}
 		log.Info("generated the operator (admin) token", "file", path)
@@ -148,12 +162,36 @@ func adminToken(cfg *config, log *slog.Logger) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading admin token file: %w", err)
 	}
+	if fi, err := os.Stat(path); err == nil && fi.Mode().Perm()&0o077 != 0 {
+		log.Warn("the admin token file is readable by other users; restrict it to aspd's user",
+			"file", path, "mode", fmt.Sprintf("%04o", fi.Mode().Perm()), "fix", "chmod 600 "+path)
+	}
 	tok := strings.TrimSpace(string(b))
 	if len(tok) < 16 {
 		return nil, fmt.Errorf("admin token in %s is shorter than 16 characters", path)
 	}
 	log.Info("operator (admin) token loaded", "file", path)
 	return server.HashToken(tok), nil
+}
+
+// writeNewFile creates path with mode 0600 (never replacing an existing
+// file) and writes b to it; a partly written file is removed.
+func writeNewFile(path string, b []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(b)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(path)
+	}
+	return err
 }
 
 func newLogger(format, level string) *slog.Logger {

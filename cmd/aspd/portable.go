@@ -40,14 +40,17 @@ exact bytes, ids and sequence. Token hashes are written only with
 --include-token-hashes (the file is then as sensitive as the database);
 without them the imported agents have no token and each needs a new one
 (aspctl agent rotate-token). The operator (admin) token is not exported.
-Stop aspd first, or export while it runs: the snapshot stays consistent, but
-events written after it are not in the file.
+Stop aspd first, or export while it runs (export takes no lock and only
+reads): the snapshot stays consistent, but events written after it are not
+in the file.
 
 import reads FILE (default standard input) into a store that must be empty
 (no agents, no sessions): it refuses anything else. The import is one
 transaction: it loads the whole file or writes nothing. It fails if the file
 is truncated or corrupted, including when a session's events are not exactly
-1..last_seq. Run it while no aspd serves the target store.
+1..last_seq. Run it while no aspd serves the target store: on an embedded
+(SQLite) store it takes the store's lock, so it refuses to run while an aspd
+holds it, and an aspd cannot start on the store until the import is done.
 
 Counts are printed to standard error.
 
@@ -175,6 +178,19 @@ func runImport(ctx context.Context, dbURL, file string) error {
 		}
 		defer f.Close()
 		r = f
+	}
+	// The target must not be served while it is loaded: take the lock aspd
+	// takes, so that neither can start while the other runs.
+	if path := sqlitePath(dbURL); path != "" {
+		lock, err := lockStore(path)
+		var locked *errStoreLocked
+		if errors.As(err, &locked) {
+			return fmt.Errorf("the store %s is in use by %s (lock %s): stop it before importing", locked.db, locked.holder(), locked.lock)
+		}
+		if err != nil {
+			return err
+		}
+		defer lock.release()
 	}
 	st, err := store.Open(ctx, dbURL)
 	if err != nil {
