@@ -2,6 +2,7 @@ package integration
 
 import (
 	"bufio"
+	"bytes"
 	"io"
 	"net"
 	"net/http"
@@ -29,6 +30,7 @@ const (
 type slowConn struct {
 	start  time.Time
 	closed chan time.Duration // how long after start the server closed it
+	answer []byte             // what the server wrote before closing (read once closed is sent)
 }
 
 // slowTrickle opens a connection, writes head at once, then writes one byte
@@ -50,7 +52,9 @@ func slowTrickle(t *testing.T, addr, head, tail string, interval time.Duration) 
 		// Read whatever the server answers (a 400 or 408, or nothing) until
 		// it closes the connection.
 		_ = conn.SetReadDeadline(c.start.Add(15 * time.Second))
-		_, err := io.Copy(io.Discard, conn)
+		var buf bytes.Buffer
+		_, err := io.Copy(&buf, conn)
+		c.answer = buf.Bytes()
 		if ne, ok := err.(net.Error); ok && ne.Timeout() {
 			close(stop)
 			return // still open: c.closed stays empty
@@ -168,6 +172,11 @@ func TestSlowHTTPClientsAreCut(t *testing.T) {
 		t.Logf("%d %s: all closed by the server, the last after %v", len(conns), what, worst)
 	}
 	wantClosed("body tricklers", slow, slowReadTimeout)
+	for i, c := range slow {
+		if !bytes.HasPrefix(c.answer, []byte("HTTP/1.1 408 ")) || !bytes.Contains(c.answer, []byte(`"code":"request_timeout"`)) {
+			t.Fatalf("body trickler %d was answered %q, want 408 request_timeout", i, c.answer)
+		}
+	}
 	wantClosed("header tricklers", slowHeads, slowHeaderTimeout)
 	if d, ok := <-idleClosed; !ok || d < slowIdleTimeout-500*time.Millisecond || d > slowIdleTimeout+3*time.Second {
 		t.Errorf("idle keep-alive connection: closed %v after %v, want after about %v", ok, d, slowIdleTimeout)

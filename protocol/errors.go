@@ -13,6 +13,7 @@ const (
 	CodeInvalidRequest  = "invalid_request"        // 400: well-formed JSON that breaks the schema or a rule
 	CodeInvalidContent  = "invalid_content"        // 400: message content breaks common.json#/$defs/Content
 	CodeBodyTooLarge    = "body_too_large"         // 413: request body over --max-body-bytes
+	CodeRequestTimeout  = "request_timeout"        // 408: the body did not arrive within --http-read-timeout
 	CodeContentTooLarge = "content_too_large"      // 413: content over --max-content-bytes or --max-parts
 	CodeUnauthorized    = "unauthorized"           // 401: missing or unknown credentials
 	CodeNotFound        = "not_found"              // 404: missing, invisible, or refused by trust: indistinguishable on purpose

@@ -14,6 +14,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net"
 	"math"
 	"math/rand/v2"
 	"net/http"
@@ -339,6 +340,11 @@ func (s *Server) readBody(c echo.Context) ([]byte, error) {
 	var mbe *http.MaxBytesError
 	if errors.As(err, &mbe) {
 		return nil, s.bodyTooLarge()
+	}
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		c.Response().Header().Set("Connection", "close")
+		return nil, protocol.Errorf(http.StatusRequestTimeout, protocol.CodeRequestTimeout, "the request body did not arrive within the read timeout")
 	}
 	if err != nil {
 		return nil, protocol.Errorf(http.StatusBadRequest, protocol.CodeMalformedJSON, "reading body: %v", err)
