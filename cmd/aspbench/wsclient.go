@@ -358,6 +358,7 @@ func (c *wsConn) close() {
 		if c.ws == nil {
 			return
 		}
+		c.ackAll()
 		_ = c.ws.Close(websocket.StatusNormalClosure, "aspbench done")
 		select {
 		case <-c.done:
@@ -367,6 +368,29 @@ func (c *wsConn) close() {
 		}
 		c.cancel()
 	})
+}
+
+// ackAll acknowledges, before a normal close, the last event received in
+// each session (docs/delivery.md, "Confirmation"): the server reads the acks
+// before the close, so the agent's cursors are exactly where this
+// connection stopped, and the next connection is not sent again what
+// arrived while the last confirmation ping was unanswered.
+func (c *wsConn) ackAll() {
+	c.mu.Lock()
+	acks := make([][]byte, 0, len(c.sess))
+	for sid, st := range c.sess {
+		if st.last > 0 {
+			acks = append(acks, fmt.Appendf(nil, `{"type":"ack","session_id":%q,"sequence":%d}`, sid, st.last))
+		}
+	}
+	c.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for _, a := range acks {
+		if c.ws.Write(ctx, websocket.MessageText, a) != nil {
+			return
+		}
+	}
 }
 
 // ping checks the connection is alive end to end.

@@ -904,8 +904,19 @@ func TestListenInterruptClosesNormally(t *testing.T) {
 		}
 		ev := `{"type":"session.joined","session_id":"sess_01AB","event_id":"evt_01AB","sequence":7,"created_at":1,"payload":{"agent":"@a.b"}}`
 		_ = ws.Write(r.Context(), websocket.MessageText, []byte(ev))
-		_, _, err = ws.Read(r.Context())
-		status <- websocket.CloseStatus(err)
+		// listen acknowledges the event it printed, then closes.
+		var acks []string
+		for {
+			_, msg, err := ws.Read(r.Context())
+			if err != nil {
+				if len(acks) != 1 || acks[0] != `{"type":"ack","session_id":"sess_01AB","sequence":7}` {
+					t.Errorf("acks before the close: %q, want one for sess_01AB #7", acks)
+				}
+				status <- websocket.CloseStatus(err)
+				return
+			}
+			acks = append(acks, string(msg))
+		}
 	}))
 	defer stub.Close()
 	s := &aspd{t: t, url: stub.URL}

@@ -180,7 +180,7 @@ func ack(ws *websocket.Conn, event []byte) {
 	if json.Unmarshal(event, &e) != nil || e.SessionID == "" || e.Sequence < 1 {
 		return
 	}
-	b, _ := json.Marshal(map[string]any{"type": "ack", "session_id": e.SessionID, "sequence": e.Sequence})
+	b, _ := json.Marshal(protocol.Ack{Type: protocol.ClientMessageAck, SessionID: e.SessionID, Sequence: e.Sequence})
 	ctx, cancel := context.WithTimeout(context.Background(), pingInterval)
 	defer cancel()
 	_ = ws.Write(ctx, websocket.MessageText, b) // a failed write ends the connection; the read reports it
