@@ -43,7 +43,7 @@ type Conn struct {
 	opened time.Time
 
 	mu       sync.Mutex
-	dirty    map[string]int64     // session -> head announced and not yet pulled
+	dirty    map[string]announce  // session -> what was announced and not yet pulled
 	pos      map[string]*position // session -> what was written and what the peer confirmed
 	posDirty map[string]bool      // sessions whose confirmed position moved since the last cursor flush
 	replayed bool                 // the initial replay is done; lag limits apply from then on
@@ -72,6 +72,23 @@ type Conn struct {
 	// Writer-owned state.
 	sessions  map[string]*connSession
 	delivered atomic.Int64 // events written; writers hand over, so atomic
+}
+
+// announce is what notify recorded for a session and no writer pulled yet:
+// the head, and the agent's view as of viewAt, carried by the commit that
+// announced it (viewAt 0: none carried). A view carried at viewAt reflects
+// every membership change up to viewAt, so a writer meeting a membership
+// event at or below viewAt takes it instead of reading the store.
+type announce struct {
+	head   int64
+	view   replay.View
+	viewAt int64
+}
+
+// viewAsOf returns the carried view if it is valid at seq (reflects every
+// change up to seq).
+func (a *announce) viewAsOf(seq int64) (replay.View, bool) {
+	return a.view, a.viewAt > 0 && a.viewAt >= seq
 }
 
 type connSession struct {
@@ -114,7 +131,7 @@ func newPosition(sessionID string, cursor int64) *position {
 // presence is told first, so the reconnect events are part of the replay.
 func (h *Hub) Attach(ctx context.Context, handle string, tr Transport) (*Conn, error) {
 	c := &Conn{hub: h, handle: handle, tr: tr, opened: time.Now(),
-		dirty: map[string]int64{}, pos: map[string]*position{}, posDirty: map[string]bool{},
+		dirty: map[string]announce{}, pos: map[string]*position{}, posDirty: map[string]bool{},
 		ctx: ctx, closed: make(chan struct{}), sessions: map[string]*connSession{}}
 	lock := h.presenceLock(handle)
 	lock.Lock()
@@ -182,12 +199,12 @@ func (h *Hub) detach(c *Conn, reason string) {
 		"delivered", c.delivered.Load(), "duration", time.Since(c.opened).Round(time.Millisecond))
 }
 
-// notify announces that a session has events up to head. Called with h.mu held.
-func (c *Conn) notify(sessionID string, head int64) {
+// notify announces that a session has events up to head and, when the
+// commit carries it (view non-nil), the agent's view as of head. Called
+// with h.mu held.
+func (c *Conn) notify(sessionID string, head int64, view *replay.View) {
 	c.mu.Lock()
-	if head > c.dirty[sessionID] {
-		c.dirty[sessionID] = head
-	}
+	c.announceLocked(sessionID, head, view)
 	// Lag is measured against what was written, not confirmed: the server
 	// holds nothing for unconfirmed events (they are re-read on reconnect),
 	// while a writer this far behind means a peer that is not reading.
@@ -203,6 +220,18 @@ func (c *Conn) notify(sessionID string, head int64) {
 	if lagging {
 		go c.cutSlow(sessionID, behind)
 	}
+}
+
+// announceLocked records an announcement for the next pull. Called with
+// c.mu held.
+func (c *Conn) announceLocked(sessionID string, head int64, view *replay.View) {
+	a := c.dirty[sessionID]
+	a.head = max(a.head, head)
+	if view != nil && head > a.viewAt {
+		// Publishers race: keep the view of the newest commit.
+		a.view, a.viewAt = *view, head
+	}
+	c.dirty[sessionID] = a
 }
 
 // kickLocked starts a writer goroutine unless one runs. Called with c.mu held.
@@ -322,9 +351,9 @@ func (c *Conn) replay() {
 	for _, p := range pending {
 		c.sessions[p.SessionID] = newConnSession(p.View, p.Cursor)
 		c.pos[p.SessionID] = newPosition(p.SessionID, p.Cursor)
-		if p.LastSeq > c.dirty[p.SessionID] {
-			c.dirty[p.SessionID] = p.LastSeq
-		}
+		// The view and head come from one read: the view is valid as of
+		// LastSeq, like a commit's.
+		c.announceLocked(p.SessionID, p.LastSeq, &p.View)
 	}
 	c.mu.Unlock()
 	if c.drain(c.ctx) {
@@ -378,16 +407,17 @@ func (c *Conn) drain(ctx context.Context) bool {
 			return true
 		}
 		work := make([]string, 0, len(c.dirty))
-		heads := make(map[string]int64, len(c.dirty))
-		for sid, head := range c.dirty {
+		heads := make(map[string]announce, len(c.dirty))
+		for sid, a := range c.dirty {
 			work = append(work, sid)
-			heads[sid] = head
+			heads[sid] = a
 		}
 		clear(c.dirty)
 		c.mu.Unlock()
 		sort.Strings(work)
 		for _, sid := range work {
-			if err := c.pull(ctx, sid, heads[sid]); err != nil {
+			a := heads[sid]
+			if err := c.pull(ctx, sid, &a); err != nil {
 				c.fail(err)
 				c.mu.Lock()
 				c.running = false
@@ -399,9 +429,18 @@ func (c *Conn) drain(ctx context.Context) bool {
 }
 
 // pull writes, in order, every event of a session after what this
-// connection last wrote, up to head, that the agent may see.
-func (c *Conn) pull(ctx context.Context, sessionID string, head int64) error {
-	cs, err := c.session(ctx, sessionID)
+// connection last wrote, up to the announced head, that the agent may see.
+//
+// The agent's view changes only at its own membership events (and at
+// session.reopened). The writer re-takes the view when it meets one, so
+// that the view it filters with is never older than the point it has
+// reached in the log: the view the announcing commit carried when that is
+// valid there (viewAt at or past the event), else the store's. A pull that
+// runs behind (an older batch from the store or the ring) meets the events
+// in order, whatever the commit's view.
+func (c *Conn) pull(ctx context.Context, sessionID string, a *announce) error {
+	head := a.head
+	cs, err := c.session(ctx, sessionID, a)
 	if err != nil || cs == nil {
 		return err
 	}
@@ -429,7 +468,9 @@ func (c *Conn) pull(ctx context.Context, sessionID string, head int64) error {
 		for i := range batch {
 			e := &batch[i]
 			if isMembership(e) && (e.Subject == c.handle || e.Type == protocol.EventReopened) {
-				if cs.view, err = c.hub.st.View(ctx, sessionID, c.handle); err != nil {
+				if v, ok := a.viewAsOf(e.Sequence); ok {
+					cs.view = v
+				} else if cs.view, err = c.hub.st.View(ctx, sessionID, c.handle); err != nil {
 					break
 				}
 				if cs.view.VisibleThrough != replay.Joined {
@@ -493,19 +534,24 @@ func isMembership(e *store.StoredEvent) bool {
 	return false
 }
 
-// session returns the writer's state for a session, loading the agent's
-// view and durable cursor the first time. nil means the agent is not a
-// participant (a stale announcement).
-func (c *Conn) session(ctx context.Context, sessionID string) (*connSession, error) {
+// session returns the writer's state for a session, set up the first time
+// with the view the announcement carried (or, when none, the store's) and
+// the agent's durable cursor. nil means the agent is not a participant (a
+// stale announcement).
+func (c *Conn) session(ctx context.Context, sessionID string, a *announce) (*connSession, error) {
 	if cs, ok := c.sessions[sessionID]; ok {
 		return cs, nil
 	}
-	v, err := c.hub.st.View(ctx, sessionID, c.handle)
-	if errors.Is(err, store.ErrNotFound) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
+	v, ok := a.viewAsOf(a.head)
+	if !ok {
+		var err error
+		v, err = c.hub.st.View(ctx, sessionID, c.handle)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, err
+		}
 	}
 	cur, err := c.hub.st.Cursor(ctx, c.handle, sessionID)
 	if err != nil {

@@ -110,9 +110,13 @@ func (h *Hub) Publish(c *store.Commit) {
 
 	head := c.Events[len(c.Events)-1].Sequence
 	h.mu.Lock()
-	for _, handle := range c.Recipients {
+	for i, handle := range c.Recipients {
+		var view *replay.View
+		if i < len(c.Views) {
+			view = &c.Views[i]
+		}
 		for conn := range h.agents[handle] {
-			conn.notify(c.SessionID, head)
+			conn.notify(c.SessionID, head, view)
 		}
 	}
 	h.mu.Unlock()
