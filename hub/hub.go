@@ -7,6 +7,11 @@
 // (racing publishers cannot reorder a pull), replay after an outage (a new
 // connection is a writer that starts at its durable cursor) and the join
 // replay (a join restarts the joiner's pull at sequence 1).
+//
+// Files: hub.go (publication, the ring, cursor flushing), lifecycle.go
+// (attach, close, detach, presence), writer.go (announcements and the
+// writer that pulls and writes), confirm.go (confirmed delivery). LOCKS.md
+// lists every mutex and the order they are taken in.
 package hub
 
 import (
