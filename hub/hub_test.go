@@ -644,3 +644,41 @@ func BenchmarkFanOut(b *testing.B) {
 		})
 	}
 }
+
+// TestPullPastTheCarriedView: a writer that reads past the announced head
+// from the store (here after a join restart) meets a membership event newer
+// than the view the commit carried; it must take the store's view there,
+// not the carried one, or it would show the agent what followed its leave.
+func TestPullPastTheCarriedView(t *testing.T) {
+	st := newLogStore()
+	const sid, a, o = "sess_1", "@a.b", "@o.p"
+	st.setView(sid, joined(o))
+	st.add(sid, protocol.EventMessage, o, true) // 1
+	st.add(sid, protocol.EventMessage, o, true) // 2
+	st.setView(sid, replay.View{Handle: a, Status: protocol.StatusInvited})
+	st.add(sid, protocol.EventInvited, a, true) // 3
+	h := hubWith(t, st, nil, func(c *Config) { c.RingSize = 1 })
+	tr := newTestTransport()
+	c := attachStart(t, h, a, tr)
+	waitFor(t, "the invitation", func() bool { return tr.count() == 1 })
+
+	st.setView(sid, joined(a))
+	c4 := st.add(sid, protocol.EventJoined, a, true) // 4: carries a's view, joined
+	st.setView(sid, replay.View{Handle: a, Status: protocol.StatusLeft, VisibleThrough: 5})
+	c5 := st.add(sid, protocol.EventLeft, a, true)    // 5: committed, not yet published
+	c6 := st.add(sid, protocol.EventMessage, o, true) // 6: past a's horizon
+	h.Publish(c4)
+	want := []int64{3, 1, 2, 3, 4, 5}
+	waitFor(t, "the join replay", func() bool { return tr.count() >= len(want) })
+	h.Publish(c5)
+	h.Publish(c6)
+	time.Sleep(30 * time.Millisecond)
+	if got := tr.seqs(); !slices.Equal(got, want) {
+		t.Fatalf("got %v, want %v (nothing past the leave at 5)", got, want)
+	}
+	if n := st.viewReads.Load(); n != 1 {
+		t.Fatalf("%d view reads, want 1 (the leave, past the carried view)", n)
+	}
+	c.Close(CloseNormal, "test")
+	c.Finish()
+}
