@@ -159,12 +159,14 @@ func (c *Conn) drain(ctx context.Context) bool {
 // connection last wrote, up to the announced head, that the agent may see.
 //
 // The agent's view changes only at its own membership events (and at
-// session.reopened). The writer re-takes the view when it meets one, so
-// that the view it filters with is never older than the point it has
-// reached in the log: the view the announcing commit carried when that is
-// valid there (viewAt at or past the event), else the store's. A pull that
-// runs behind (an older batch from the store or the ring) meets the events
-// in order, whatever the commit's view.
+// session.reopened). The writer re-takes the view at each one it meets, so
+// the view it filters with is never older than the point it has reached in
+// the log: the view the announcing commit carried when that commit is at
+// or past the event (viewAt >= sequence), else the store's. A pull that
+// runs behind, an older batch from the ring or the store, therefore takes
+// the carried view; one that reads past the announced head (store batches
+// are not cut at the head) and meets a newer membership event reads the
+// store, as no commit it has heard of carries that view yet.
 func (c *Conn) pull(ctx context.Context, sessionID string, a *announce) error {
 	head := a.head
 	cs, err := c.session(ctx, sessionID, a)
