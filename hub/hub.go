@@ -7,6 +7,11 @@
 // (racing publishers cannot reorder a pull), replay after an outage (a new
 // connection is a writer that starts at its durable cursor) and the join
 // replay (a join restarts the joiner's pull at sequence 1).
+//
+// Files: hub.go (publication, the ring, cursor flushing), lifecycle.go
+// (attach, close, detach, presence), writer.go (announcements and the
+// writer that pulls and writes), confirm.go (confirmed delivery). LOCKS.md
+// lists every mutex and the order they are taken in.
 package hub
 
 import (
@@ -110,9 +115,13 @@ func (h *Hub) Publish(c *store.Commit) {
 
 	head := c.Events[len(c.Events)-1].Sequence
 	h.mu.Lock()
-	for _, handle := range c.Recipients {
+	for i, handle := range c.Recipients {
+		var view *replay.View
+		if i < len(c.Views) {
+			view = &c.Views[i]
+		}
 		for conn := range h.agents[handle] {
-			conn.notify(c.SessionID, head)
+			conn.notify(c.SessionID, head, view)
 		}
 	}
 	h.mu.Unlock()

@@ -35,10 +35,15 @@ func (e *StoredEvent) Meta() replay.Meta {
 // Commit is what one committed transaction appended to one session, and who
 // must hear of it: every participant that may see at least one of the events
 // or whose eligibility changed. The caller hands it to the hub after commit.
+//
+// Views[i] is Recipients[i]'s eligibility view after the commit, that is as
+// of the last event's sequence: the store has it at hand when it computes
+// the recipients, so the hub never reads it back.
 type Commit struct {
 	SessionID  string
 	Events     []StoredEvent
 	Recipients []string
+	Views      []replay.View
 }
 
 type participant struct {
@@ -365,7 +370,8 @@ func decodeAudience(s string) []string {
 	return strings.Split(s, ",")
 }
 
-// commit builds the Commit for the hub: the events and who must hear of them.
+// commit builds the Commit for the hub: the events, who must hear of them
+// and what each of them may see after this commit.
 func (t *sessionTx) commit() *Commit {
 	if len(t.events) == 0 {
 		return nil
@@ -386,5 +392,9 @@ func (t *sessionTx) commit() *Commit {
 		}
 	}
 	sort.Strings(c.Recipients)
+	c.Views = make([]replay.View, len(c.Recipients))
+	for i, h := range c.Recipients {
+		c.Views[i] = t.parts[h].view()
+	}
 	return c
 }

@@ -120,7 +120,8 @@ type retained struct {
 
 type handleState struct {
 	subs   map[*Subscription]struct{}
-	next   uint64
+	base   uint64 // ids of this state start after base (see Registry.issued)
+	next   uint64 // the last id assigned
 	recent []retained
 }
 
@@ -133,6 +134,10 @@ type Registry struct {
 	mu       sync.Mutex
 	handles  map[string]*handleState
 	retained int64 // bytes of retained frames, bounded by RetainBytes
+	// issued is the highest id assigned to any handle. A handle's state is
+	// dropped once it has no open stream and no retained frame (release);
+	// a later state for it starts above issued, so ids never repeat.
+	issued uint64
 }
 
 // New returns an empty registry.
@@ -143,10 +148,18 @@ func New(cfg Config) *Registry {
 func (r *Registry) state(h string) *handleState {
 	st, ok := r.handles[h]
 	if !ok {
-		st = &handleState{subs: map[*Subscription]struct{}{}}
+		st = &handleState{subs: map[*Subscription]struct{}{}, base: r.issued, next: r.issued}
 		r.handles[h] = st
 	}
 	return st
+}
+
+// release drops h's state when nothing needs it: no open stream and no
+// retained frame. Called with r.mu held, after expire.
+func (r *Registry) release(h string, st *handleState) {
+	if len(st.subs) == 0 && len(st.recent) == 0 {
+		delete(r.handles, h)
+	}
 }
 
 // Open registers a stream. If lastEventID is set, the frames retained after
@@ -182,8 +195,12 @@ func (r *Registry) Open(handle, instrument, session string, f frame.Filter, last
 				start = len(st.recent)
 			}
 			// Clean resumption needs the frame after n to be retained or
-			// not yet emitted (st.next is the last id assigned).
-			clean := n <= st.next && (n == st.next || (len(st.recent) > 0 && n+1 >= st.recent[0].n))
+			// not yet emitted (st.next is the last id assigned), and n to
+			// be from this state: an id below base was assigned before the
+			// handle's previous state was dropped, with frames after it
+			// that are gone. (base itself was the highest id issued when
+			// the state was made: nothing after it was missed.)
+			clean := n >= st.base && n <= st.next && (n == st.next || (len(st.recent) > 0 && n+1 >= st.recent[0].n))
 			ok = clean
 		}
 		gap = !ok
@@ -229,8 +246,9 @@ func (r *Registry) expire(st *handleState) {
 func (r *Registry) ExpireAll() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for _, st := range r.handles {
+	for h, st := range r.handles {
 		r.expire(st)
+		r.release(h, st)
 	}
 }
 
@@ -247,10 +265,8 @@ func (r *Registry) Close(sub *Subscription) {
 	defer r.mu.Unlock()
 	if st, ok := r.handles[sub.Handle]; ok {
 		delete(st.subs, sub)
-		// Keep the state of a handle that has ids in use, so ids never repeat.
-		if len(st.subs) == 0 && st.next == 0 {
-			delete(r.handles, sub.Handle)
-		}
+		r.expire(st)
+		r.release(sub.Handle, st)
 	}
 }
 
@@ -265,6 +281,8 @@ func (r *Registry) Disconnect(handle string) {
 			s.once.Do(func() { close(s.dropped) })
 			delete(st.subs, s)
 		}
+		r.expire(st)
+		r.release(handle, st)
 	}
 }
 
@@ -296,6 +314,7 @@ func (r *Registry) Emit(t *Target, fr *frame.Frame, data []byte) int {
 	for _, h := range t.Handles {
 		st := r.state(h)
 		st.next++
+		r.issued = max(r.issued, st.next)
 		d := Delivery{ID: fmt.Sprintf("%s-%d", r.epoch, st.next), Kind: fr.Kind, Data: data}
 		r.expire(st)
 		if r.cfg.RetainCount > 0 && (r.cfg.RetainBytes <= 0 || r.retained+int64(len(data)) <= r.cfg.RetainBytes) {
@@ -318,6 +337,7 @@ func (r *Registry) Emit(t *Target, fr *frame.Frame, data []byte) int {
 				delete(st.subs, s)
 			}
 		}
+		r.release(h, st)
 	}
 	return n
 }

@@ -240,3 +240,74 @@ func TestResumeReplayCarriesSenders(t *testing.T) {
 		t.Fatalf("%d frames on C, want only the one emitted after the stream opened", len(s.C))
 	}
 }
+
+// TestHandleStateIsFreed: a handle's state is dropped once it has no open
+// stream and no retained frame, and ids still never repeat afterwards (a
+// stale Last-Event-ID is a gap, not a clean resumption).
+func TestHandleStateIsFreed(t *testing.T) {
+	now := time.Unix(1000, 0)
+	r := New(Config{RetainCount: 10, RetainAge: time.Minute, Buffer: 8})
+	r.now = func() time.Time { return now }
+	handles := func() int { r.mu.Lock(); defer r.mu.Unlock(); return len(r.handles) }
+
+	s, _ := r.Open("@alice.cc", "cc-1", "", frame.Filter{}, "", 0)
+	for _, h := range []string{"@bob.x", "@bob.x", "@alice.cc", "@alice.cc", "@alice.cc"} {
+		r.Emit(&Target{Handles: []string{h}}, fr(frame.KindAgentAdvisory, "@carol.x", ""), []byte(`{}`))
+	}
+	ids := drain(s)
+	last := ids[len(ids)-1]
+	r.Close(s)
+	if got := handles(); got != 2 {
+		t.Fatalf("%d handle states while frames are retained, want 2", got)
+	}
+	now = now.Add(2 * time.Minute) // every retained frame ages out
+	r.ExpireAll()
+	if got := handles(); got != 0 {
+		t.Fatalf("%d handle states left with no stream and nothing retained, want 0", got)
+	}
+	if r.RetainedBytes() != 0 {
+		t.Fatalf("retained bytes %d, want 0", r.RetainedBytes())
+	}
+
+	// Emitting to a handle without streams or retention keeps nothing.
+	r0 := New(Config{RetainCount: 0, RetainAge: time.Minute, Buffer: 8})
+	r0.Emit(&Target{Handles: []string{"@x.y"}}, fr(frame.KindAgentAdvisory, "@carol.x", ""), nil)
+	r0.mu.Lock()
+	n0 := len(r0.handles)
+	r0.mu.Unlock()
+	if n0 != 0 {
+		t.Fatalf("%d handle states after an emit that nobody received or retained, want 0", n0)
+	}
+
+	// After the state was dropped, an old id is a gap, the newest one is a
+	// clean resumption, and new frames get fresh ids, never reused. (A
+	// newest id below what other handles were issued since is reported as
+	// a gap: conservative, as the dropped state's last id is forgotten.)
+	if s1, gap := r.Open("@alice.cc", "cc-1", "", frame.Filter{}, ids[0], 0); !gap {
+		t.Fatal("resuming at an id whose successors expired must report a gap")
+	} else {
+		r.Close(s1)
+	}
+	s2, gap := r.Open("@alice.cc", "cc-1", "", frame.Filter{}, last, 0)
+	if gap {
+		t.Fatal("resuming at the newest id after the state was dropped reported a gap")
+	}
+	r.Emit(&Target{Handles: []string{"@alice.cc"}}, fr(frame.KindAgentAdvisory, "@carol.x", ""), []byte(`{}`))
+	for _, id := range drain(s2) {
+		for _, old := range ids {
+			if id == old {
+				t.Fatalf("id %s reused after the handle state was dropped", id)
+			}
+		}
+	}
+	r.Close(s2)
+	// Disconnect frees the state too once nothing is retained.
+	now = now.Add(2 * time.Minute)
+	s3, _ := r.Open("@dave.x", "cc-1", "", frame.Filter{}, "", 0)
+	_ = s3
+	r.Disconnect("@dave.x")
+	r.ExpireAll()
+	if got := handles(); got != 0 {
+		t.Fatalf("%d handle states left after disconnect and expiry, want 0", got)
+	}
+}

@@ -3,6 +3,7 @@ package main
 import (
 	"flag"
 	"fmt"
+	"log/slog"
 	"os"
 	"strconv"
 	"strings"
@@ -178,10 +179,9 @@ func parseConfig(args []string) (*config, error) {
 		fmt.Fprintf(fs.Output(), "Usage: aspd [flags]\n\naspd serves the Agent Session Protocol. Every flag can also be set by the environment variable named beside it.\n\n")
 		fs.PrintDefaults()
 	}
+	// -h and --help return flag.ErrHelp after the usage is printed: main
+	// exits 0 on it.
 	if err := fs.Parse(args); err != nil {
-		if err == flag.ErrHelp {
-			os.Exit(0)
-		}
 		return nil, err
 	}
 	if e.err != nil {
@@ -189,6 +189,12 @@ func parseConfig(args []string) (*config, error) {
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+	if _, err := parseLogLevel(c.logLevel); err != nil {
+		return nil, err
+	}
+	if c.logFormat != "text" && c.logFormat != "json" {
+		return nil, fmt.Errorf("--log-format must be text or json, not %q", c.logFormat)
 	}
 	if frameRate, err := strconv.ParseFloat(c.frameRate, 64); err != nil || frameRate <= 0 {
 		return nil, fmt.Errorf("--frame-rate must be a positive number")
@@ -237,4 +243,14 @@ func parseConfig(args []string) (*config, error) {
 		return nil, fmt.Errorf("WebSocket and delivery settings must be positive")
 	}
 	return c, nil
+}
+
+// parseLogLevel reads --log-level: debug, info, warn or error (any case,
+// with an optional offset such as warn+2, as log/slog reads them).
+func parseLogLevel(level string) (slog.Level, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return 0, fmt.Errorf("--log-level must be debug, info, warn or error, not %q", level)
+	}
+	return lv, nil
 }

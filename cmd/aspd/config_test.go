@@ -1,6 +1,8 @@
 package main
 
 import (
+	"errors"
+	"flag"
 	"strings"
 	"testing"
 	"time"
@@ -72,5 +74,52 @@ func TestParseConfigFlagsAndEnvironment(t *testing.T) {
 	t.Setenv("ASPD_MAX_PARTS", "many")
 	if _, err := parseConfig(nil); err == nil {
 		t.Error("a malformed environment value was accepted")
+	}
+}
+
+// TestParseConfigLogSettings: an unknown --log-level or --log-format is
+// refused like every other bad flag, not silently replaced by a default.
+func TestParseConfigLogSettings(t *testing.T) {
+	for _, args := range [][]string{
+		{"--log-level", "verbose"},
+		{"--log-level", ""},
+		{"--log-format", "xml"},
+		{"--log-format", "JSON "},
+	} {
+		if _, err := parseConfig(args); err == nil {
+			t.Errorf("%q accepted", args)
+		}
+	}
+	t.Setenv("ASPD_LOG_LEVEL", "loud")
+	if _, err := parseConfig(nil); err == nil {
+		t.Error("ASPD_LOG_LEVEL=loud accepted")
+	}
+	t.Setenv("ASPD_LOG_LEVEL", "")
+	for _, ok := range [][]string{
+		{"--log-level", "debug", "--log-format", "json"},
+		{"--log-level", "WARN", "--log-format", "text"},
+		{"--log-level", "error"},
+	} {
+		c, err := parseConfig(ok)
+		if err != nil {
+			t.Errorf("%q refused: %v", ok, err)
+			continue
+		}
+		if _, err := newLogger(c.logFormat, c.logLevel); err != nil {
+			t.Errorf("newLogger(%q, %q): %v", c.logFormat, c.logLevel, err)
+		}
+	}
+	if _, err := newLogger("text", "chatty"); err == nil {
+		t.Error("newLogger accepted an unknown level")
+	}
+}
+
+// TestParseConfigHelp: -h returns flag.ErrHelp (main exits 0 after the
+// usage) instead of exiting inside parseConfig.
+func TestParseConfigHelp(t *testing.T) {
+	for _, h := range []string{"-h", "--help"} {
+		if _, err := parseConfig([]string{h}); !errors.Is(err, flag.ErrHelp) {
+			t.Errorf("%s: err %v, want flag.ErrHelp", h, err)
+		}
 	}
 }

@@ -6,6 +6,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"log/slog"
 	"net"
@@ -28,6 +29,9 @@ func main() {
 		os.Exit(runPortable(os.Args[1], os.Args[2:]))
 	}
 	cfg, err := parseConfig(os.Args[1:])
+	if errors.Is(err, flag.ErrHelp) {
+		os.Exit(0) // the usage was printed
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "aspd:", err)
 		os.Exit(2)
@@ -44,7 +48,10 @@ func main() {
 }
 
 func run(cfg *config) error {
-	log := newLogger(cfg.logFormat, cfg.logLevel)
+	log, err := newLogger(cfg.logFormat, cfg.logLevel)
+	if err != nil {
+		return err
+	}
 	slog.SetDefault(log)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -194,12 +201,19 @@ func writeNewFile(path string, b []byte) error {
 	return err
 }
 
-func newLogger(format, level string) *slog.Logger {
-	var lv slog.Level
-	_ = lv.UnmarshalText([]byte(level))
-	opts := &slog.HandlerOptions{Level: lv}
-	if format == "json" {
-		return slog.New(slog.NewJSONHandler(os.Stderr, opts))
+// newLogger builds the logger of --log-format and --log-level; parseConfig
+// has refused any other value, and so does newLogger.
+func newLogger(format, level string) (*slog.Logger, error) {
+	lv, err := parseLogLevel(level)
+	if err != nil {
+		return nil, err
 	}
-	return slog.New(slog.NewTextHandler(os.Stderr, opts))
+	opts := &slog.HandlerOptions{Level: lv}
+	switch format {
+	case "json":
+		return slog.New(slog.NewJSONHandler(os.Stderr, opts)), nil
+	case "text":
+		return slog.New(slog.NewTextHandler(os.Stderr, opts)), nil
+	}
+	return nil, fmt.Errorf("--log-format must be text or json, not %q", format)
 }

@@ -1,0 +1,322 @@
+package hub
+
+import (
+	"context"
+	"errors"
+	"sort"
+	"time"
+
+	"github.com/aspd/aspd/protocol"
+	"github.com/aspd/aspd/replay"
+	"github.com/aspd/aspd/store"
+)
+
+// The writer: announcements (notify) mark sessions dirty and start a writer
+// goroutine when none runs; the writer drains the dirty sessions, pulling
+// each from the ring or the store and writing what the agent may see. It is
+// the only code that writes events to the transport.
+
+// notify announces that a session has events up to head and, when the
+// commit carries it (view non-nil), the agent's view as of head. Called
+// with h.mu held.
+func (c *Conn) notify(sessionID string, head int64, view *replay.View) {
+	c.mu.Lock()
+	c.announceLocked(sessionID, head, view)
+	// Lag is measured against what was written, not confirmed: the server
+	// holds nothing for unconfirmed events (they are re-read on reconnect),
+	// while a writer this far behind means a peer that is not reading.
+	var behind int64
+	if p, known := c.pos[sessionID]; known {
+		behind = head - p.written
+	}
+	lagging := c.replayed && behind > c.hub.cfg.MaxLag
+	if !lagging {
+		c.kickLocked()
+	}
+	c.mu.Unlock()
+	if lagging {
+		go c.cutSlow(sessionID, behind)
+	}
+}
+
+// announceLocked records an announcement for the next pull. Called with
+// c.mu held.
+func (c *Conn) announceLocked(sessionID string, head int64, view *replay.View) {
+	a := c.dirty[sessionID]
+	a.head = max(a.head, head)
+	if view != nil && head > a.viewAt {
+		// Publishers race: keep the view of the newest commit.
+		a.view, a.viewAt = *view, head
+	}
+	c.dirty[sessionID] = a
+}
+
+// kickLocked starts a writer goroutine unless one runs. Called with c.mu held.
+func (c *Conn) kickLocked() {
+	if !c.started || c.running || c.done {
+		return
+	}
+	c.running = true
+	c.writers.Add(1)
+	go c.write0()
+}
+
+// replay is the first writer: it loads the sessions with undelivered
+// events, then drains like any writer.
+func (c *Conn) replay() {
+	pending, err := c.hub.st.PendingSessions(c.ctx, c.handle)
+	if err != nil {
+		c.hub.log.Error("replay: listing pending sessions failed", "agent", c.handle, "err", err)
+		c.mu.Lock()
+		c.running = false
+		c.mu.Unlock()
+		c.writers.Done()
+		c.close(CloseInternal, "internal error")
+		return
+	}
+	c.mu.Lock()
+	for _, p := range pending {
+		c.sessions[p.SessionID] = newConnSession(p.View, p.Cursor)
+		c.pos[p.SessionID] = newPosition(p.SessionID, p.Cursor)
+		// The view and head come from one read: the view is valid as of
+		// LastSeq, like a commit's.
+		c.announceLocked(p.SessionID, p.LastSeq, &p.View)
+	}
+	c.mu.Unlock()
+	if c.drain(c.ctx) {
+		c.mu.Lock()
+		c.replayed = true
+		c.mu.Unlock()
+		c.hub.log.Info("replay done", "agent", c.handle, "sessions", len(pending), "events", c.delivered.Load(),
+			"duration", time.Since(c.start).Round(time.Microsecond))
+	}
+	c.writers.Done()
+}
+
+// write0 is a live writer: it drains and exits.
+func (c *Conn) write0() {
+	defer c.writers.Done()
+	c.drain(c.ctx)
+}
+
+// fail closes the connection after a failed pull and records why.
+func (c *Conn) fail(err error) {
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		c.hub.stats.SlowConsumers.Add(1)
+		c.close(ClosePolicy, "slow consumer")
+		// The true cause, whoever noticed the broken socket first.
+		c.mu.Lock()
+		c.closeWhy = "slow consumer (write timeout)"
+		c.mu.Unlock()
+	case errors.Is(err, errClosed):
+	default:
+		c.hub.log.Error("delivery failed", "agent", c.handle, "err", err)
+		c.close(CloseInternal, "internal error")
+	}
+}
+
+var errClosed = errors.New("hub: connection closed")
+
+// drain pulls every announced session until nothing announced remains.
+//
+// It is the body of every writer goroutine: when it finds nothing left it
+// clears running under the same lock notify uses, so an announcement is
+// either seen by this writer or starts a new one, never lost. It reports
+// whether it stopped for lack of work (true) or because of an error, in
+// which case the connection has been closed.
+func (c *Conn) drain(ctx context.Context) bool {
+	for {
+		c.mu.Lock()
+		if len(c.dirty) == 0 || c.done {
+			c.running = false
+			c.mu.Unlock()
+			return true
+		}
+		work := make([]string, 0, len(c.dirty))
+		heads := make(map[string]announce, len(c.dirty))
+		for sid, a := range c.dirty {
+			work = append(work, sid)
+			heads[sid] = a
+		}
+		clear(c.dirty)
+		c.mu.Unlock()
+		sort.Strings(work)
+		for _, sid := range work {
+			a := heads[sid]
+			if err := c.pull(ctx, sid, &a); err != nil {
+				c.fail(err)
+				c.mu.Lock()
+				c.running = false
+				c.mu.Unlock()
+				return false
+			}
+		}
+	}
+}
+
+// pull writes, in order, every event of a session after what this
+// connection last wrote, up to the announced head, that the agent may see.
+//
+// The agent's view changes only at its own membership events (and at
+// session.reopened). The writer re-takes the view at each one it meets, so
+// the view it filters with is never older than the point it has reached in
+// the log: the view the announcing commit carried when that commit is at
+// or past the event (viewAt >= sequence), else the store's. A pull that
+// runs behind, an older batch from the ring or the store, therefore takes
+// the carried view; one that reads past the announced head (store batches
+// are not cut at the head) and meets a newer membership event reads the
+// store, as no commit it has heard of carries that view yet.
+func (c *Conn) pull(ctx context.Context, sessionID string, a *announce) error {
+	head := a.head
+	cs, err := c.session(ctx, sessionID, a)
+	if err != nil || cs == nil {
+		return err
+	}
+	for cs.sent < head {
+		select {
+		case <-c.closed:
+			return errClosed
+		default:
+		}
+		batch, fromStore := c.hub.fromRing(sessionID, cs.sent, head, c.hub.cfg.ReadBatch)
+		// Everything up to an announced head is committed (a session's
+		// appends are serialised by its row lock), so when the ring cannot
+		// serve the next event yet, the store can: never wait on a publisher.
+		if fromStore || len(batch) == 0 {
+			c.hub.stats.StoreReads.Add(1)
+			if batch, err = c.hub.st.EventsAfter(ctx, sessionID, cs.sent, c.hub.cfg.ReadBatch); err != nil {
+				return err
+			}
+		}
+		if len(batch) == 0 {
+			return nil // nothing past sent: head was already delivered
+		}
+		restarted := false
+		var shown int64
+		for i := range batch {
+			e := &batch[i]
+			if isMembership(e) && (e.Subject == c.handle || e.Type == protocol.EventReopened) {
+				if v, ok := a.viewAsOf(e.Sequence); ok {
+					cs.view = v
+				} else if cs.view, err = c.hub.st.View(ctx, sessionID, c.handle); err != nil {
+					break
+				}
+				if cs.view.VisibleThrough != replay.Joined {
+					cs.fromStart = false
+				}
+				if e.Type == protocol.EventJoined && e.Subject == c.handle && e.Sequence > cs.resetAt && !cs.fromStart {
+					// A join replays the transcript up to the join: restart at 1.
+					cs.resetAt = e.Sequence
+					cs.sent = 0
+					restarted = true
+					break
+				}
+			}
+			if replay.Visible(cs.view, e.Meta()) {
+				if err = c.write(ctx, e.Body); err != nil {
+					break
+				}
+				shown = e.Sequence
+			}
+			cs.sent = e.Sequence
+		}
+		// Record what was written even when the batch stopped early; it
+		// counts for the cursor only once the peer confirms it.
+		c.mu.Lock()
+		p := c.pos[sessionID]
+		if restarted {
+			// The join restarts the pull at 1: the transcript before the join
+			// is owed again, so the confirmed position drops to 0 and only
+			// confirmations of this new pass may raise it.
+			p.gen++
+			p.confirmed, p.shown, p.ackFrom, p.acked = 0, 0, cs.resetAt, 0
+			c.posDirty[sessionID] = true
+		}
+		p.written = cs.sent
+		if shown > 0 && !restarted {
+			p.shown = shown
+		}
+		if c.acking {
+			// An ack can overtake the bookkeeping of the batch it acks.
+			c.applyAckLocked(p)
+		} else if p.written > p.confirmed {
+			p.pending = true
+			c.requestConfirmLocked()
+		}
+		c.mu.Unlock()
+		if err != nil {
+			return err
+		}
+		if restarted {
+			continue
+		}
+	}
+	return nil
+}
+
+func isMembership(e *store.StoredEvent) bool {
+	switch e.Type {
+	case protocol.EventInvited, protocol.EventJoined, protocol.EventLeft, protocol.EventReopened:
+		return true
+	}
+	return false
+}
+
+// session returns the writer's state for a session, set up the first time
+// with the view the announcement carried (or, when none, the store's) and
+// the agent's durable cursor. nil means the agent is not a participant (a
+// stale announcement).
+func (c *Conn) session(ctx context.Context, sessionID string, a *announce) (*connSession, error) {
+	if cs, ok := c.sessions[sessionID]; ok {
+		return cs, nil
+	}
+	v, ok := a.viewAsOf(a.head)
+	if !ok {
+		var err error
+		v, err = c.hub.st.View(ctx, sessionID, c.handle)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	cur, err := c.hub.st.Cursor(ctx, c.handle, sessionID)
+	if err != nil {
+		return nil, err
+	}
+	cs := newConnSession(v, cur)
+	c.sessions[sessionID] = cs
+	c.mu.Lock()
+	if _, ok := c.pos[sessionID]; !ok {
+		c.pos[sessionID] = newPosition(sessionID, cur)
+	}
+	c.mu.Unlock()
+	return cs, nil
+}
+
+func (c *Conn) write(ctx context.Context, body []byte) error {
+	wctx, cancel := context.WithTimeout(ctx, c.hub.cfg.WriteTimeout)
+	defer cancel()
+	if err := c.tr.Write(wctx, body); err != nil {
+		// A write that ran out of time is a slow consumer even when the
+		// connection is closed by now: the timeout tears the socket down,
+		// and the reader may notice that and close the connection first.
+		if errors.Is(wctx.Err(), context.DeadlineExceeded) {
+			return context.DeadlineExceeded
+		}
+		select {
+		case <-c.closed:
+			return errClosed
+		default:
+		}
+		if wctx.Err() != nil {
+			return context.DeadlineExceeded
+		}
+		return err
+	}
+	c.delivered.Add(1)
+	c.hub.stats.Delivered.Add(1)
+	return nil
+}
