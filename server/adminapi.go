@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
-	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -171,34 +170,6 @@ func (s *Server) adminRevokeToken(c echo.Context) error {
 	return agentJSON(c, http.StatusOK, a, err)
 }
 
-// parseTime accepts epoch milliseconds or RFC 3339.
-func parseTime(name, v string) (int64, error) {
-	if v == "" {
-		return 0, nil
-	}
-	if n, err := strconv.ParseInt(v, 10, 64); err == nil && n >= 0 {
-		return n, nil
-	}
-	t, err := time.Parse(time.RFC3339, v)
-	if err != nil {
-		return 0, protocol.Invalid("%s must be epoch milliseconds or an RFC 3339 time", name)
-	}
-	return t.UnixMilli(), nil
-}
-
-// limitParam parses limit (1..1000, default 100).
-func limitParam(q url.Values) (int, error) {
-	v := q.Get("limit")
-	if v == "" {
-		return 100, nil
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n < 1 || n > 1000 {
-		return 0, protocol.Invalid("limit must be an integer from 1 to 1000")
-	}
-	return n, nil
-}
-
 // sessionFilter parses the listing filters shared by GET /sessions and the
 // operator's listing and export, from the request's checked query
 // parameters (which of them a route takes is its rule in query.go).
@@ -207,40 +178,8 @@ func sessionFilter(c echo.Context) (store.SessionFilter, error) {
 	if err != nil {
 		return store.SessionFilter{}, err
 	}
-	f := store.SessionFilter{State: q.Get("state"), Status: q.Get("status"), Before: q.Get("before")}
-	if f.Before == "" {
-		f.Before = q.Get("cursor") // next_cursor of the previous page
-	}
-	if f.State != "" && f.State != protocol.StateActive && f.State != protocol.StateEnded {
-		return f, protocol.Invalid("state must be active or ended")
-	}
-	switch f.Status {
-	case "", protocol.StatusInvited, protocol.StatusJoined, protocol.StatusLeft:
-	default:
-		return f, protocol.Invalid("status must be invited, joined or left")
-	}
-	if f.Before != "" && !protocol.ValidSessionID(f.Before) {
-		if q.Has("cursor") {
-			return f, protocol.Invalid("cursor must be a session id (a next_cursor)")
-		}
-		return f, protocol.Invalid("before must be a session id")
-	}
-	if f.Limit, err = limitParam(q); err != nil {
-		return f, err
-	}
-	if f.Since, err = parseTime("since", q.Get("since")); err != nil {
-		return f, err
-	}
-	if f.Until, err = parseTime("until", q.Get("until")); err != nil {
-		return f, err
-	}
-	if p := q.Get("participant"); p != "" {
-		if !protocol.ValidHandle(p) {
-			return f, protocol.Invalid("participant must be a handle")
-		}
-		f.Participant = p
-	}
-	return f, nil
+	return app.SessionQuery{State: q.Get("state"), Status: q.Get("status"), Before: q.Get("before"), Cursor: q.Get("cursor"),
+		Limit: q.Get("limit"), Since: q.Get("since"), Until: q.Get("until"), Participant: q.Get("participant")}.Filter()
 }
 
 func (s *Server) adminListSessions(c echo.Context) error {

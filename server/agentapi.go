@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"net/http"
-	"strconv"
 
 	"github.com/labstack/echo/v4"
 
@@ -122,29 +121,13 @@ func (s *Server) getSession(c echo.Context) error {
 }
 
 // pageParams parses after_sequence (or its alias cursor, which is what
-// next_cursor holds) and limit (1..1000, default 100) from the request's
-// checked query parameters.
+// next_cursor holds) and limit from the request's checked query parameters.
 func pageParams(c echo.Context) (app.Page, error) {
 	q, err := query(c)
 	if err != nil {
 		return app.Page{}, err
 	}
-	var p app.Page
-	if p.Limit, err = limitParam(q); err != nil {
-		return app.Page{}, err
-	}
-	name := "after_sequence"
-	if q.Has("cursor") {
-		name = "cursor"
-	}
-	if v := q.Get(name); v != "" {
-		n, perr := strconv.ParseInt(v, 10, 64)
-		if perr != nil || n < 0 {
-			return app.Page{}, protocol.Invalid("%s must be a non-negative integer", name)
-		}
-		p.After = n
-	}
-	return p, nil
+	return app.PageQuery{AfterSequence: q.Get("after_sequence"), Cursor: q.Get("cursor"), Limit: q.Get("limit")}.Page()
 }
 
 // listEvents is GET /sessions/{id}/events, filtered by eligibility.
