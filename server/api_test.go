@@ -142,6 +142,7 @@ func TestRateLimits(t *testing.T) {
 	tune := func(c *server.Config) {
 		c.ContactRate, c.ContactBurst = 0.01, 2
 		c.MessageRate, c.MessageBurst = 0.01, 1
+		c.Frames.RatePerSecond, c.Frames.Burst = 0.01, 1
 	}
 	forEachBackend(t, tune, func(t *testing.T, e *env) {
 		alice, bob := e.agent("@acme.alice"), e.agent("@acme.bob")
@@ -163,6 +164,14 @@ func TestRateLimits(t *testing.T) {
 		sp := "/sessions/" + created.SessionID
 		e.must(http.StatusCreated, "POST", sp+"/messages", alice, map[string]any{"content": "one"}, nil)
 		r = e.do("POST", sp+"/messages", alice, map[string]any{"content": "two"})
+		wantError(t, r, http.StatusTooManyRequests, "rate_limited")
+		if r.Header.Get("Retry-After") == "" {
+			t.Error("429 without Retry-After")
+		}
+
+		// Frame submissions have their own bucket.
+		e.do("POST", "/frames", alice, map[string]any{})
+		r = e.do("POST", "/frames", alice, map[string]any{})
 		wantError(t, r, http.StatusTooManyRequests, "rate_limited")
 		if r.Header.Get("Retry-After") == "" {
 			t.Error("429 without Retry-After")

@@ -155,3 +155,20 @@ func wantError(t *testing.T, r response, status int, code string) {
 		t.Fatalf("status %d code %q, want %d %q: %s", r.Status, r.code(), status, code, r.Body)
 	}
 }
+
+// raw does a body-less request and returns the response unread.
+func (e *env) raw(method, path, token string) *http.Response {
+	e.t.Helper()
+	req, err := http.NewRequest(method, e.srv.URL+path, nil)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := e.srv.Client().Do(req)
+	if err != nil {
+		e.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	return resp
+}
