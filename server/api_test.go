@@ -169,6 +169,11 @@ func TestRateLimits(t *testing.T) {
 			t.Error("429 without Retry-After")
 		}
 
+		// The limit is checked before the path and the body (the documented
+		// order): an over-rate request is 429 however malformed.
+		wantError(t, e.do("POST", "/sessions", alice, `{"invite":`), http.StatusTooManyRequests, "rate_limited")
+		wantError(t, e.do("POST", "/sessions/nope/messages", alice, `not json`), http.StatusTooManyRequests, "rate_limited")
+
 		// Frame submissions have their own bucket.
 		e.do("POST", "/frames", alice, map[string]any{})
 		r = e.do("POST", "/frames", alice, map[string]any{})

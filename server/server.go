@@ -75,9 +75,6 @@ func (s *Server) Handler() http.Handler { return s.echo }
 // App returns the application layer the server adapts.
 func (s *Server) App() *app.App { return s.app }
 
-// Hub returns the delivery hub.
-func (s *Server) Hub() *hub.Hub { return s.app.Hub() }
-
 // Start recovers presence left by a previous process and starts the
 // application's background work.
 func (s *Server) Start(ctx context.Context) error { return s.app.Start(ctx) }
@@ -99,19 +96,21 @@ func (s *Server) routes() *echo.Echo {
 	e.GET("/healthz", s.healthz)
 	e.GET("/readyz", s.readyz)
 
-	agentRoute := func(method, path string, h echo.HandlerFunc) { e.Add(method, path, h, s.agentAuth, s.strictQuery) }
-	agentRoute(http.MethodPost, "/sessions", s.createSession)
+	agentRoute := func(method, path string, h echo.HandlerFunc, m ...echo.MiddlewareFunc) {
+		e.Add(method, path, h, append([]echo.MiddlewareFunc{s.agentAuth, s.strictQuery}, m...)...)
+	}
+	agentRoute(http.MethodPost, "/sessions", s.createSession, s.admit(app.ActCreateSession))
 	agentRoute(http.MethodGet, "/sessions", s.listSessions)
 	agentRoute(http.MethodGet, "/sessions/:id", s.getSession)
 	agentRoute(http.MethodGet, "/sessions/:id/events", s.listEvents)
 	agentRoute(http.MethodPost, "/sessions/:id/join", s.join)
-	agentRoute(http.MethodPost, "/sessions/:id/invite", s.invite)
-	agentRoute(http.MethodPost, "/sessions/:id/messages", s.sendMessage)
+	agentRoute(http.MethodPost, "/sessions/:id/invite", s.invite, s.admit(app.ActInvite))
+	agentRoute(http.MethodPost, "/sessions/:id/messages", s.sendMessage, s.admit(app.ActSendMessage))
 	agentRoute(http.MethodPost, "/sessions/:id/leave", s.leave)
 	agentRoute(http.MethodPost, "/sessions/:id/end", s.end)
-	agentRoute(http.MethodPost, "/sessions/:id/reopen", s.reopen)
+	agentRoute(http.MethodPost, "/sessions/:id/reopen", s.reopen, s.admit(app.ActReopen))
 	agentRoute(http.MethodGet, "/connect", s.connect)
-	agentRoute(http.MethodPost, "/frames", s.submitFrame)
+	agentRoute(http.MethodPost, "/frames", s.submitFrame, s.admit(app.ActSubmitFrame))
 	agentRoute(http.MethodGet, "/stream", s.openStream)
 	agentRoute(http.MethodGet, "/stream/roster", s.roster)
 
@@ -215,6 +214,22 @@ func newRequestID() string {
 func requestID(c echo.Context) string {
 	id, _ := c.Get("requestID").(string)
 	return id
+}
+
+// admit applies the action's per-agent rate limit before the path and the
+// body are looked at (the documented order of checks); the application
+// method the handler calls then does not take a second token.
+func (s *Server) admit(act app.Action) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			ctx, err := s.app.Admit(c.Request().Context(), agent(c), act)
+			if err != nil {
+				return err
+			}
+			c.SetRequest(c.Request().WithContext(ctx))
+			return next(c)
+		}
+	}
 }
 
 // retryAfter tells a client refused for its rate (429) when to retry.

@@ -216,6 +216,22 @@ func TestRateLimits(t *testing.T) {
 		}
 		_, err = a.SendMessage(ctx, "@acme.alice", r.SessionID, protocol.SendMessageRequest{Content: content("2")})
 		wantRetry("second message", err)
+		// An early admission is the method's admission: one token, not two.
+		bctx, err := a.Admit(ctx, "@acme.bob", ActSendMessage)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = a.SendMessage(bctx, "@acme.bob", r.SessionID, protocol.SendMessageRequest{Content: content("x")})
+		var re *RetryError
+		if err == nil || errors.As(err, &re) {
+			t.Fatalf("admitted send by a non-participant: %v, want a refusal that is not 429", err)
+		}
+		if _, err := a.CreateSession(bctx, "@acme.bob", protocol.CreateSessionRequest{}); err == nil {
+			t.Fatal("an admission for messages admitted a contact attempt")
+		}
+		if _, err := a.Admit(ctx, "@acme.bob", ActSendMessage); err == nil {
+			t.Fatal("a second admission within the burst of one")
+		}
 		_, _ = a.SubmitFrame(ctx, "@acme.alice", FrameSubmission{})
 		_, err = a.SubmitFrame(ctx, "@acme.alice", FrameSubmission{})
 		wantRetry("second frame", err)

@@ -34,7 +34,7 @@ type FrameResult struct {
 // SubmitFrame fans a frame out to the live streams its scope reaches.
 func (a *App) SubmitFrame(ctx context.Context, caller string, req FrameSubmission) (FrameResult, error) {
 	var none FrameResult
-	if err := a.admitFrame(caller); err != nil {
+	if err := a.admit(ctx, caller, ActSubmitFrame); err != nil {
 		return none, err
 	}
 	if len(req.Frame) == 0 {
@@ -73,15 +73,6 @@ func (a *App) SubmitFrame(ctx context.Context, caller string, req FrameSubmissio
 		n = min(n, 1)
 	}
 	return FrameResult{Subscriptions: n, Exact: exact}, nil
-}
-
-// admitFrame takes one of caller's frame submission tokens, or refuses with
-// 429.
-func (a *App) admitFrame(caller string) error {
-	if wait, ok := a.frames.allow(caller); !ok {
-		return rateLimited(wait, "frame submission rate limit is %g per second", a.cfg.Frames.RatePerSecond)
-	}
-	return nil
 }
 
 // authoriseScope maps a scope onto stream targets and checks that the sender

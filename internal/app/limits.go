@@ -1,6 +1,7 @@
 package app
 
 import (
+	"context"
 	"math"
 	"net/http"
 	"sync"
@@ -26,14 +27,65 @@ func rateLimited(after time.Duration, format string, args ...any) *RetryError {
 	return &RetryError{Err: protocol.Errorf(http.StatusTooManyRequests, protocol.CodeRateLimited, format, args...), After: after}
 }
 
-// admit takes a token from l for caller, or refuses with 429 naming what is
-// limited. A nil limiter admits everything.
-func admit(l *rateLimiter, caller, what string) error {
+// Action names an action that a per-agent rate limit applies to.
+type Action int
+
+// The rate-limited actions.
+const (
+	ActCreateSession Action = iota + 1 // a contact attempt
+	ActInvite                          // a contact attempt
+	ActReopen                          // a contact attempt
+	ActSendMessage                     // a message
+	ActSubmitFrame                     // a frame submission
+)
+
+// admission marks a context whose request was admitted early (Admit).
+type admission struct {
+	caller string
+	act    Action
+}
+
+type admissionKey struct{}
+
+// Admit applies act's rate limit to caller now and returns a context that
+// carries the admission: the action's method, given that context, does not
+// take a second token. Every rate-limited method admits by itself; an
+// adapter calls Admit only to refuse an over-rate caller before it reads
+// the request (HTTP: after authentication and the query string, before the
+// path and the body, the documented order of checks).
+func (a *App) Admit(ctx context.Context, caller string, act Action) (context.Context, error) {
+	if err := a.take(caller, act); err != nil {
+		return ctx, err
+	}
+	return context.WithValue(ctx, admissionKey{}, admission{caller, act}), nil
+}
+
+// admit applies act's rate limit to caller unless ctx was admitted for it.
+func (a *App) admit(ctx context.Context, caller string, act Action) error {
+	if adm, ok := ctx.Value(admissionKey{}).(admission); ok && adm == (admission{caller, act}) {
+		return nil
+	}
+	return a.take(caller, act)
+}
+
+// take takes a token from act's bucket for caller, or refuses with 429
+// naming what is limited. An unconfigured limit admits everything.
+func (a *App) take(caller string, act Action) error {
+	var l *rateLimiter
+	var what string
+	switch act {
+	case ActCreateSession, ActInvite, ActReopen:
+		l, what = a.contacts, "rate limit for contact attempts is %g per second"
+	case ActSendMessage:
+		l, what = a.messages, "rate limit for messages is %g per second"
+	case ActSubmitFrame:
+		l, what = a.frames, "frame submission rate limit is %g per second"
+	}
 	if l == nil {
 		return nil
 	}
 	if wait, ok := l.allow(caller); !ok {
-		return rateLimited(wait, "rate limit for %s is %g per second", what, l.rate)
+		return rateLimited(wait, what, l.rate)
 	}
 	return nil
 }

@@ -11,12 +11,6 @@ import (
 	"github.com/aspd/aspd/store"
 )
 
-// What the per-agent rate limits are called in their 429 answers.
-const (
-	contactAttempts = "contact attempts"
-	messagesSent    = "messages"
-)
-
 // checkSessionID refuses a malformed session id with the same 404 as a
 // missing session.
 func checkSessionID(id string) error {
@@ -76,7 +70,7 @@ func requestHash(v any) string {
 // req.Invite and optionally sending an initial message.
 func (a *App) CreateSession(ctx context.Context, caller string, req protocol.CreateSessionRequest) (protocol.CreateSessionResponse, error) {
 	var none protocol.CreateSessionResponse
-	if err := admit(a.contacts, caller, contactAttempts); err != nil {
+	if err := a.admit(ctx, caller, ActCreateSession); err != nil {
 		return none, err
 	}
 	invite, perr := a.cfg.Limits.ValidateInvitees(caller, req.Invite)
@@ -137,10 +131,10 @@ func (a *App) simple(ctx context.Context, caller, id string, act func(ctx contex
 // Invite invites more agents into session id.
 func (a *App) Invite(ctx context.Context, caller, id string, req protocol.InviteRequest) (protocol.InviteResponse, error) {
 	var none protocol.InviteResponse
-	if err := checkSessionID(id); err != nil {
+	if err := a.admit(ctx, caller, ActInvite); err != nil {
 		return none, err
 	}
-	if err := admit(a.contacts, caller, contactAttempts); err != nil {
+	if err := checkSessionID(id); err != nil {
 		return none, err
 	}
 	if len(req.Invite) == 0 {
@@ -161,10 +155,10 @@ func (a *App) Invite(ctx context.Context, caller, id string, req protocol.Invite
 // SendMessage sends a message in session id.
 func (a *App) SendMessage(ctx context.Context, caller, id string, req protocol.SendMessageRequest) (protocol.SendMessageResponse, error) {
 	var none protocol.SendMessageResponse
-	if err := checkSessionID(id); err != nil {
+	if err := a.admit(ctx, caller, ActSendMessage); err != nil {
 		return none, err
 	}
-	if err := admit(a.messages, caller, messagesSent); err != nil {
+	if err := checkSessionID(id); err != nil {
 		return none, err
 	}
 	recipients, err := a.validateContent(req.Content, caller)
@@ -190,10 +184,10 @@ func (a *App) SendMessage(ctx context.Context, caller, id string, req protocol.S
 // Reopen reopens ended session id, optionally inviting and sending an
 // initial message.
 func (a *App) Reopen(ctx context.Context, caller, id string, req protocol.ReopenRequest) error {
-	if err := checkSessionID(id); err != nil {
+	if err := a.admit(ctx, caller, ActReopen); err != nil {
 		return err
 	}
-	if err := admit(a.contacts, caller, contactAttempts); err != nil {
+	if err := checkSessionID(id); err != nil {
 		return err
 	}
 	invite, perr := a.cfg.Limits.ValidateInvitees(caller, req.Invite)
