@@ -1,34 +1,32 @@
-// Package server exposes aspd over HTTP: the ASP agent API (REST and
-// WebSocket /connect), the operator API under /admin/v1, and health checks.
-// Handlers decode and validate with package protocol, persist with package
-// store, and publish committed events to package hub, in that order.
+// Package server is aspd's HTTP adapter: the ASP agent API (REST,
+// WebSocket /connect, the frame endpoints), the operator API under
+// /admin/v1, metrics and health checks. It routes, authenticates the bearer
+// token, checks query strings, reads and strictly decodes bodies, calls one
+// method of the application layer (internal/app) and writes its answer as
+// JSON, Server-Sent Events or WebSocket messages. What a request may do, and
+// publishing what it commits, is the application's business, not this
+// package's.
 package server
 
 import (
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
 	"encoding/binary"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
-	"math"
 	"math/rand/v2"
 	"net"
 	"net/http"
 	"strconv"
-	"strings"
-	"sync"
 	"time"
 
 	"github.com/labstack/echo/v4"
 
 	"github.com/aspd/aspd/hub"
+	"github.com/aspd/aspd/internal/app"
 	"github.com/aspd/aspd/protocol"
 	"github.com/aspd/aspd/store"
-	"github.com/aspd/aspd/streams"
 )
 
 // Config is the server's configuration; cmd/aspd fills it from flags.
@@ -48,35 +46,25 @@ type Config struct {
 	MessageBurst int
 }
 
-// Server is aspd's HTTP surface.
+// FramesConfig configures agent-channel frames (see package app).
+type FramesConfig = app.FramesConfig
+
+// DefaultFramesConfig is what aspd runs with unless configured otherwise.
+func DefaultFramesConfig() FramesConfig { return app.DefaultFramesConfig() }
+
+// Server is aspd's HTTP surface over the application layer.
 type Server struct {
 	cfg  Config
-	st   *store.Store
-	hub  *hub.Hub
+	app  *app.App
 	log  *slog.Logger
 	echo *echo.Echo
-	auth *authCache
-
-	streams  *streams.Registry
-	limiter  *rateLimiter // frame submissions
-	contacts *rateLimiter // nil = unlimited
-	messages *rateLimiter // nil = unlimited
-
-	stop chan struct{}
-	wg   sync.WaitGroup
 }
 
 // New builds a server on st. Call Start to run background work and Close to stop.
 func New(cfg Config, st *store.Store, log *slog.Logger) *Server {
-	s := &Server{cfg: cfg, st: st, log: log, auth: newAuthCache(), stop: make(chan struct{}),
-		streams: streams.New(cfg.Frames.Retention), limiter: newRateLimiter(cfg.Frames.RatePerSecond, cfg.Frames.Burst)}
-	if cfg.ContactRate > 0 {
-		s.contacts = newRateLimiter(cfg.ContactRate, max(cfg.ContactBurst, 1))
-	}
-	if cfg.MessageRate > 0 {
-		s.messages = newRateLimiter(cfg.MessageRate, max(cfg.MessageBurst, 1))
-	}
-	s.hub = hub.New(cfg.Hub, st, presence{s}, log)
+	a := app.New(app.Config{Limits: cfg.Limits, GraceWindow: cfg.GraceWindow, Hub: cfg.Hub, Frames: cfg.Frames,
+		ContactRate: cfg.ContactRate, ContactBurst: cfg.ContactBurst, MessageRate: cfg.MessageRate, MessageBurst: cfg.MessageBurst}, st, log)
+	s := &Server{cfg: cfg, app: a, log: log}
 	s.echo = s.routes()
 	return s
 }
@@ -84,122 +72,51 @@ func New(cfg Config, st *store.Store, log *slog.Logger) *Server {
 // Handler returns the HTTP handler.
 func (s *Server) Handler() http.Handler { return s.echo }
 
-// Hub returns the delivery hub.
-func (s *Server) Hub() *hub.Hub { return s.hub }
+// App returns the application layer the server adapts.
+func (s *Server) App() *app.App { return s.app }
 
-// Start recovers presence left by a previous process and starts the grace
-// window sweeper.
-func (s *Server) Start(ctx context.Context) error {
-	commits, err := s.st.RecoverPresence(ctx)
-	if err != nil {
-		return err
-	}
-	if len(commits) > 0 {
-		s.log.Info("presence recovered after restart: agents online before the restart have a fresh grace window", "sessions", len(commits))
-	}
-	s.hub.PublishAll(commits)
-	s.wg.Add(2)
-	go s.sweepGrace()
-	go s.expireFrames()
-	return nil
-}
-
-// expireFrames drops retained frames past their age even on handles that
-// nothing touches any more, so retention memory follows --frame-retain-age.
-func (s *Server) expireFrames() {
-	defer s.wg.Done()
-	t := time.NewTicker(5 * time.Second)
-	defer t.Stop()
-	for {
-		select {
-		case <-s.stop:
-			return
-		case <-t.C:
-			s.streams.ExpireAll()
-		}
-	}
-}
+// Start recovers presence left by a previous process and starts the
+// application's background work.
+func (s *Server) Start(ctx context.Context) error { return s.app.Start(ctx) }
 
 // Close stops background work and closes every live connection.
-func (s *Server) Close() {
-	close(s.stop)
-	s.wg.Wait()
-	s.hub.Close()
-}
+func (s *Server) Close() { s.app.Close() }
 
-// sweepGrace promotes disconnects older than the grace window to
-// session.left {reason: grace_expired}.
-func (s *Server) sweepGrace() {
-	defer s.wg.Done()
-	every := min(max(s.cfg.GraceWindow/4, 50*time.Millisecond), time.Second)
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-s.stop:
-			return
-		case <-t.C:
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			commits, err := s.st.ExpireGrace(ctx, time.Now().Add(-s.cfg.GraceWindow).UnixMilli())
-			cancel()
-			if err != nil {
-				s.log.Error("grace window sweep failed", "err", err)
-			}
-			if len(commits) > 0 {
-				s.log.Info("grace window expired", "sessions", len(commits))
-			}
-			s.hub.PublishAll(commits)
-		}
-	}
-}
-
-// presence appends session.reconnected/disconnected when an agent's first
-// connection opens or its last one closes.
-type presence struct{ s *Server }
-
-func (p presence) Online(ctx context.Context, h string) {
-	commits, err := p.s.st.MarkOnline(ctx, h)
-	if err != nil {
-		p.s.log.Error("presence: mark online failed", "agent", h, "err", err)
-	}
-	p.s.hub.PublishAll(commits)
-}
-
-func (p presence) Offline(ctx context.Context, h string) {
-	commits, err := p.s.st.MarkOffline(ctx, h)
-	if err != nil {
-		p.s.log.Error("presence: mark offline failed", "agent", h, "err", err)
-	}
-	p.s.hub.PublishAll(commits)
-}
-
+// routes registers every route with its own middleware. No group carries
+// middleware: echo would register a catch-all behind it, and an unknown
+// path or a wrong method would then be answered by authentication (401)
+// instead of 404 not_found or 405 method_not_allowed.
 func (s *Server) routes() *echo.Echo {
 	e := echo.New()
 	e.HideBanner = true
 	e.HidePort = true
 	e.HTTPErrorHandler = s.errorHandler
-	e.Use(s.requestID, s.recoverer)
+	e.Use(s.requestID, s.recoverer, s.retryAfter)
 
 	e.GET("/healthz", s.healthz)
 	e.GET("/readyz", s.readyz)
 
-	a := e.Group("", s.agentAuth, s.strictQuery)
-	a.POST("/sessions", s.createSession, s.limit(func() *rateLimiter { return s.contacts }, "contact attempts"))
-	a.GET("/sessions", s.listSessions)
-	a.GET("/sessions/:id", s.getSession)
-	a.GET("/sessions/:id/events", s.listEvents)
-	a.POST("/sessions/:id/join", s.join)
-	a.POST("/sessions/:id/invite", s.invite, s.limit(func() *rateLimiter { return s.contacts }, "contact attempts"))
-	a.POST("/sessions/:id/messages", s.sendMessage, s.limit(func() *rateLimiter { return s.messages }, "messages"))
-	a.POST("/sessions/:id/leave", s.leave)
-	a.POST("/sessions/:id/end", s.end)
-	a.POST("/sessions/:id/reopen", s.reopen, s.limit(func() *rateLimiter { return s.contacts }, "contact attempts"))
-	a.GET("/connect", s.connect)
-	a.POST("/frames", s.submitFrame)
-	a.GET("/stream", s.openStream)
-	a.GET("/stream/roster", s.roster)
+	agentRoute := func(method, path string, h echo.HandlerFunc, m ...echo.MiddlewareFunc) {
+		e.Add(method, path, h, append([]echo.MiddlewareFunc{s.agentAuth, s.strictQuery}, m...)...)
+	}
+	agentRoute(http.MethodPost, "/sessions", s.createSession, s.admit(app.ActCreateSession))
+	agentRoute(http.MethodGet, "/sessions", s.listSessions)
+	agentRoute(http.MethodGet, "/sessions/:id", s.getSession)
+	agentRoute(http.MethodGet, "/sessions/:id/events", s.listEvents)
+	agentRoute(http.MethodPost, "/sessions/:id/join", s.join)
+	agentRoute(http.MethodPost, "/sessions/:id/invite", s.invite, s.admit(app.ActInvite))
+	agentRoute(http.MethodPost, "/sessions/:id/messages", s.sendMessage, s.admit(app.ActSendMessage))
+	agentRoute(http.MethodPost, "/sessions/:id/leave", s.leave)
+	agentRoute(http.MethodPost, "/sessions/:id/end", s.end)
+	agentRoute(http.MethodPost, "/sessions/:id/reopen", s.reopen, s.admit(app.ActReopen))
+	agentRoute(http.MethodGet, "/connect", s.connect)
+	agentRoute(http.MethodPost, "/frames", s.submitFrame, s.admit(app.ActSubmitFrame))
+	agentRoute(http.MethodGet, "/stream", s.openStream)
+	agentRoute(http.MethodGet, "/stream/roster", s.roster)
 
-	s.adminRoutes(e.Group("/admin/v1", s.adminAuth))
+	s.adminRoutes(func(method, path string, h echo.HandlerFunc) {
+		e.Add(method, "/admin/v1"+path, h, s.adminAuth, s.strictQuery)
+	})
 	e.GET("/metrics", s.metrics, s.adminAuth, s.strictQuery)
 	return e
 }
@@ -299,21 +216,31 @@ func requestID(c echo.Context) string {
 	return id
 }
 
-// limit applies a per-agent rate limit (429 rate_limited with Retry-After)
-// when one is configured.
-func (s *Server) limit(l func() *rateLimiter, what string) echo.MiddlewareFunc {
+// admit applies the action's per-agent rate limit before the path and the
+// body are looked at (the documented order of checks); the application
+// method the handler calls then does not take a second token.
+func (s *Server) admit(act app.Action) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
-			lim := l()
-			if lim == nil {
-				return next(c)
+			ctx, err := s.app.Admit(c.Request().Context(), agent(c), act)
+			if err != nil {
+				return err
 			}
-			if wait, ok := lim.allow(agent(c)); !ok {
-				c.Response().Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
-				return protocol.Errorf(http.StatusTooManyRequests, protocol.CodeRateLimited, "rate limit for %s is %g per second", what, lim.rate)
-			}
+			c.SetRequest(c.Request().WithContext(ctx))
 			return next(c)
 		}
+	}
+}
+
+// retryAfter tells a client refused for its rate (429) when to retry.
+func (s *Server) retryAfter(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		err := next(c)
+		var re *app.RetryError
+		if errors.As(err, &re) && !c.Response().Committed {
+			c.Response().Header().Set("Retry-After", strconv.Itoa(re.RetryAfterSeconds()))
+		}
+		return err
 	}
 }
 
@@ -372,156 +299,8 @@ func (s *Server) healthz(c echo.Context) error {
 func (s *Server) readyz(c echo.Context) error {
 	ctx, cancel := context.WithTimeout(c.Request().Context(), 2*time.Second)
 	defer cancel()
-	if err := s.st.Ping(ctx); err != nil {
+	if err := s.app.Store().Ping(ctx); err != nil {
 		return protocol.Errorf(http.StatusServiceUnavailable, protocol.CodeUnavailable, "database unreachable")
 	}
-	return c.JSON(http.StatusOK, map[string]any{"status": "ready", "store": s.st.Dialect(), "connections": s.hub.Connections()})
-}
-
-// HashToken returns the SHA-256 of a bearer token. Tokens are >= 256-bit
-// random strings, so a fast hash is what protects them at rest; a slow KDF
-// would only slow every request.
-func HashToken(token string) []byte {
-	h := sha256.Sum256([]byte(token))
-	return h[:]
-}
-
-func bearer(r *http.Request) string {
-	auth := r.Header.Get("Authorization")
-	if len(auth) > 7 && strings.EqualFold(auth[:7], "bearer ") {
-		return strings.TrimSpace(auth[7:])
-	}
-	return ""
-}
-
-func unauthorized() *protocol.Error {
-	return protocol.Errorf(http.StatusUnauthorized, protocol.CodeUnauthorized, "missing or invalid bearer token")
-}
-
-// adminAuth checks the operator token in constant time.
-func (s *Server) adminAuth(next echo.HandlerFunc) echo.HandlerFunc {
-	return func(c echo.Context) error {
-		tok := bearer(c.Request())
-		if tok == "" || len(s.cfg.AdminTokenHash) == 0 || subtle.ConstantTimeCompare(HashToken(tok), s.cfg.AdminTokenHash) != 1 {
-			c.Response().Header().Set("WWW-Authenticate", `Bearer realm="aspd-admin"`)
-			return unauthorized()
-		}
-		return next(c)
-	}
-}
-
-// agentAuth authenticates an agent by bearer token (or ?token= on
-// /connect only) and stores its handle in the context.
-func (s *Server) agentAuth(next echo.HandlerFunc) echo.HandlerFunc {
-	return func(c echo.Context) error {
-		tok := bearer(c.Request())
-		if tok == "" && c.Path() == "/connect" {
-			tok = c.QueryParam("token")
-		}
-		if tok == "" {
-			c.Response().Header().Set("WWW-Authenticate", `Bearer realm="aspd"`)
-			return unauthorized()
-		}
-		handle, err := s.authenticate(c.Request().Context(), tok)
-		if err != nil {
-			c.Response().Header().Set("WWW-Authenticate", `Bearer realm="aspd"`)
-			return err
-		}
-		c.Set("agent", handle)
-		c.Set("tokenHash", HashToken(tok))
-		return next(c)
-	}
-}
-
-func (s *Server) authenticate(ctx context.Context, tok string) (string, error) {
-	hash := HashToken(tok)
-	if h, ok := s.auth.get(hash); ok {
-		return h, nil
-	}
-	gen := s.auth.generation() // before the read: see putIf
-	h, err := s.st.Authenticate(ctx, hash)
-	if errors.Is(err, store.ErrNotFound) {
-		return "", unauthorized()
-	}
-	if err != nil {
-		return "", err
-	}
-	s.auth.putIf(hash, h, gen)
-	return h, nil
-}
-
-// stillValid re-checks, against the store and not the cache, that the
-// request's token still belongs to its agent. Long-lived streams call it
-// after registering: a rotation, revocation or deletion that committed
-// between authentication and registration is caught here, and any later one
-// finds the stream registered and closes it.
-func (s *Server) stillValid(c echo.Context) bool {
-	hash, _ := c.Get("tokenHash").([]byte)
-	h, err := s.st.Authenticate(context.Background(), hash)
-	return err == nil && h == agent(c)
-}
-
-func agent(c echo.Context) string { return c.Get("agent").(string) }
-
-// authCache maps token hashes to handles so authenticated requests cost no
-// database round trip. Rotation, revocation and deletion evict the handle's
-// entries at once (this node; a cluster would add a short TTL).
-type authCache struct {
-	mu       sync.RWMutex
-	byHash   map[[32]byte]string
-	byHandle map[string][][32]byte
-	gen      uint64 // bumped by every eviction
-}
-
-func newAuthCache() *authCache {
-	return &authCache{byHash: map[[32]byte]string{}, byHandle: map[string][][32]byte{}}
-}
-
-func (a *authCache) get(hash []byte) (string, bool) {
-	a.mu.RLock()
-	defer a.mu.RUnlock()
-	h, ok := a.byHash[[32]byte(hash)]
-	return h, ok
-}
-
-// generation identifies the cache's eviction history.
-func (a *authCache) generation() uint64 {
-	a.mu.RLock()
-	defer a.mu.RUnlock()
-	return a.gen
-}
-
-// putIf caches hash -> handle unless an eviction happened since gen was
-// read: a lookup that raced a rotation must not put the old token back.
-func (a *authCache) putIf(hash []byte, handle string, gen uint64) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.gen != gen {
-		return
-	}
-	if len(a.byHash) > 100_000 {
-		clear(a.byHash)
-		clear(a.byHandle)
-	}
-	k := [32]byte(hash)
-	a.byHash[k] = handle
-	a.byHandle[handle] = append(a.byHandle[handle], k)
-}
-
-func (a *authCache) evict(handle string) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.gen++
-	for _, k := range a.byHandle[handle] {
-		delete(a.byHash, k)
-	}
-	delete(a.byHandle, handle)
-}
-
-// requestHash identifies a request for idempotent retries: the same key with
-// a different request is refused rather than silently answered.
-func requestHash(v any) string {
-	b, _ := json.Marshal(v)
-	h := sha256.Sum256(b)
-	return hex.EncodeToString(h[:16])
+	return c.JSON(http.StatusOK, map[string]any{"status": "ready", "store": s.app.Store().Dialect(), "connections": s.app.DeliveryStats().Connections})
 }

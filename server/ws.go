@@ -11,7 +11,6 @@ import (
 	"github.com/coder/websocket"
 	"github.com/labstack/echo/v4"
 
-	"github.com/aspd/aspd/hub"
 	"github.com/aspd/aspd/protocol"
 )
 
@@ -26,7 +25,7 @@ func (s *Server) connect(c echo.Context) error {
 	ws.SetReadLimit(s.cfg.WSReadLimit)
 	ctx, cancel := context.WithCancel(context.Background())
 	tr := &wsTransport{ws: ws}
-	conn, err := s.hub.Attach(ctx, handle, tr)
+	conn, err := s.app.Connect(ctx, handle, token(c), tr)
 	if err != nil {
 		cancel()
 		ws.Close(websocket.StatusTryAgainLater, "server shutting down")
@@ -50,9 +49,6 @@ func (s *Server) connect(c echo.Context) error {
 		keepalive.Reset(s.cfg.PingInterval)
 	})
 	keepalive.Reset(s.cfg.PingInterval)
-	if !s.stillValid(c) {
-		conn.Close(hub.CloseUnauthorized, "token revoked")
-	}
 	conn.Start()
 
 	// The reader owns the connection's lifetime: it answers pings, reads

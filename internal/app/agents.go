@@ -1,0 +1,292 @@
+package app
+
+import (
+	"context"
+
+	"github.com/aspd/aspd/protocol"
+	"github.com/aspd/aspd/store"
+)
+
+// The operator's actions on agents.
+
+// AgentWithToken is the answer to agent creation and token rotation: the
+// only time a token is ever shown.
+type AgentWithToken struct {
+	*store.Agent
+	Token string `json:"token"`
+}
+
+// CreateAgentRequest is the body of POST /admin/v1/agents.
+type CreateAgentRequest struct {
+	Handle        string   `json:"handle"`
+	InboundPolicy string   `json:"inbound_policy"`
+	Allowlist     []string `json:"allowlist"`
+	Roles         []string `json:"roles"`
+}
+
+// PolicyRequest is the body of PUT /admin/v1/agents/{handle}/policy.
+type PolicyRequest struct {
+	InboundPolicy string `json:"inbound_policy"`
+}
+
+// AllowlistRequest is the body of the allowlist updates.
+type AllowlistRequest struct {
+	Entries []string `json:"entries"`
+}
+
+// RolesRequest is the body of PUT /admin/v1/agents/{handle}/roles.
+type RolesRequest struct {
+	Roles []string `json:"roles"`
+}
+
+// BlockRequest is the body of POST /admin/v1/agents/{handle}/blocks.
+type BlockRequest struct {
+	Handle string `json:"handle"`
+}
+
+// AllowlistOp is how an allowlist update combines with the current list.
+type AllowlistOp int
+
+// The allowlist updates.
+const (
+	AllowlistReplace AllowlistOp = iota
+	AllowlistAdd
+	AllowlistRemove
+)
+
+// checkHandle refuses anything but a handle with the same 404 as an agent
+// that does not exist.
+func checkHandle(h string) error {
+	if !protocol.ValidHandle(h) {
+		return protocol.NotFound()
+	}
+	return nil
+}
+
+func validPolicy(p string) error {
+	if p != protocol.PolicyOpen && p != protocol.PolicyAllowlist {
+		return protocol.Invalid("inbound_policy must be \"allowlist\" or \"open\"")
+	}
+	return nil
+}
+
+func validEntries(entries []string) error {
+	for i, e := range entries {
+		if !protocol.ValidAllowlistEntry(e) {
+			return protocol.Invalid("allowlist[%d] %q is not a handle or an owner glob (@owner.*)", i, e)
+		}
+	}
+	return nil
+}
+
+func validRoles(roles []string) error {
+	for i, r := range roles {
+		if !validRole(r) {
+			return protocol.Invalid("roles[%d] %q must be 1-64 characters of a-z 0-9 _ -", i, r)
+		}
+	}
+	return nil
+}
+
+func validRole(r string) bool {
+	if r == "" || len(r) > 64 {
+		return false
+	}
+	for _, ch := range r {
+		if !(ch >= 'a' && ch <= 'z' || ch >= '0' && ch <= '9' || ch == '_' || ch == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// CreateAgent registers an agent and returns it with its first token.
+func (a *App) CreateAgent(ctx context.Context, req CreateAgentRequest) (AgentWithToken, error) {
+	var none AgentWithToken
+	if !protocol.ValidHandle(req.Handle) {
+		return none, protocol.Invalid("handle %q is not a handle (@owner.agent, lower-case a-z 0-9 _ -, at most %d bytes)", req.Handle, protocol.MaxHandleLen)
+	}
+	if req.InboundPolicy == "" {
+		req.InboundPolicy = protocol.PolicyAllowlist // §6.2: closed by default
+	}
+	if err := validPolicy(req.InboundPolicy); err != nil {
+		return none, err
+	}
+	if err := validEntries(req.Allowlist); err != nil {
+		return none, err
+	}
+	if err := validRoles(req.Roles); err != nil {
+		return none, err
+	}
+	tok := NewToken()
+	if err := a.st.CreateAgent(ctx, store.NewAgent{Handle: req.Handle, InboundPolicy: req.InboundPolicy, Allowlist: req.Allowlist, TokenHash: HashToken(tok)}); err != nil {
+		return none, err
+	}
+	if len(req.Roles) > 0 {
+		if err := a.st.SetRoles(ctx, req.Handle, req.Roles); err != nil {
+			return none, err
+		}
+	}
+	ag, err := a.st.GetAgent(ctx, req.Handle)
+	if err != nil {
+		return none, err
+	}
+	a.log.Info("agent created", "agent", req.Handle, "policy", req.InboundPolicy)
+	return AgentWithToken{Agent: ag, Token: tok}, nil
+}
+
+// Agents lists the agents, all of them or one owner's.
+func (a *App) Agents(ctx context.Context, owner string) ([]*store.Agent, error) {
+	if owner != "" && !protocol.ValidHandle("@"+owner+".x") {
+		return nil, protocol.Invalid("owner must be an owner name without \"@\" (a-z 0-9 _ -), as in acme for @acme.support")
+	}
+	return a.st.ListAgents(ctx, owner)
+}
+
+// Agent returns one agent's record.
+func (a *App) Agent(ctx context.Context, handle string) (*store.Agent, error) {
+	if err := checkHandle(handle); err != nil {
+		return nil, err
+	}
+	return a.st.GetAgent(ctx, handle)
+}
+
+// DeleteAgent deletes an agent: it leaves its sessions, and its token,
+// connections and streams stop working at once.
+func (a *App) DeleteAgent(ctx context.Context, handle string) error {
+	if err := checkHandle(handle); err != nil {
+		return err
+	}
+	commits, err := a.st.DeleteAgent(ctx, handle)
+	if err != nil {
+		return err
+	}
+	a.cutOff(handle, "agent deleted")
+	a.publish(commits...)
+	a.log.Info("agent deleted", "agent", handle, "sessions_left", len(commits))
+	return nil
+}
+
+// SetPolicy sets an agent's inbound policy and returns its record.
+func (a *App) SetPolicy(ctx context.Context, handle string, req PolicyRequest) (*store.Agent, error) {
+	if err := checkHandle(handle); err != nil {
+		return nil, err
+	}
+	if err := validPolicy(req.InboundPolicy); err != nil {
+		return nil, err
+	}
+	if err := a.st.SetPolicy(ctx, handle, req.InboundPolicy); err != nil {
+		return nil, err
+	}
+	return a.st.GetAgent(ctx, handle)
+}
+
+// UpdateAllowlist replaces, extends or shrinks an agent's allowlist and
+// returns its record.
+func (a *App) UpdateAllowlist(ctx context.Context, handle string, op AllowlistOp, req AllowlistRequest) (*store.Agent, error) {
+	if err := checkHandle(handle); err != nil {
+		return nil, err
+	}
+	if req.Entries == nil {
+		return nil, protocol.Invalid("entries is required (an array of handles and @owner.* globs)")
+	}
+	if err := validEntries(req.Entries); err != nil {
+		return nil, err
+	}
+	var err error
+	switch op {
+	case AllowlistReplace:
+		err = a.st.SetAllowlist(ctx, handle, req.Entries)
+	case AllowlistAdd:
+		err = a.st.AddAllowlist(ctx, handle, req.Entries)
+	default:
+		err = a.st.RemoveAllowlist(ctx, handle, req.Entries)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return a.st.GetAgent(ctx, handle)
+}
+
+// SetRoles replaces an agent's roles and returns its record.
+func (a *App) SetRoles(ctx context.Context, handle string, req RolesRequest) (*store.Agent, error) {
+	if err := checkHandle(handle); err != nil {
+		return nil, err
+	}
+	if err := validRoles(req.Roles); err != nil {
+		return nil, err
+	}
+	if req.Roles == nil {
+		req.Roles = []string{}
+	}
+	if err := a.st.SetRoles(ctx, handle, req.Roles); err != nil {
+		return nil, err
+	}
+	return a.st.GetAgent(ctx, handle)
+}
+
+// Block makes handle block req.Handle: they leave the sessions they share,
+// and neither may contact the other. It returns handle's record.
+func (a *App) Block(ctx context.Context, handle string, req BlockRequest) (*store.Agent, error) {
+	if err := checkHandle(handle); err != nil {
+		return nil, err
+	}
+	if !protocol.ValidHandle(req.Handle) || req.Handle == handle {
+		return nil, protocol.Invalid("handle must be another agent's handle")
+	}
+	commits, err := a.st.Block(ctx, handle, req.Handle)
+	if err != nil {
+		return nil, err
+	}
+	a.publish(commits...)
+	a.log.Info("agent blocked", "blocker", handle, "blocked", req.Handle, "sessions_left", len(commits))
+	return a.st.GetAgent(ctx, handle)
+}
+
+// Unblock lifts handle's block of blocked and returns handle's record.
+func (a *App) Unblock(ctx context.Context, handle, blocked string) (*store.Agent, error) {
+	if err := checkHandle(handle); err != nil {
+		return nil, err
+	}
+	if err := checkHandle(blocked); err != nil {
+		return nil, err
+	}
+	if err := a.st.Unblock(ctx, handle, blocked); err != nil {
+		return nil, err
+	}
+	return a.st.GetAgent(ctx, handle)
+}
+
+// RotateToken issues a new token; the old one stops working at once, and
+// connections and streams opened with it are closed.
+func (a *App) RotateToken(ctx context.Context, handle string) (AgentWithToken, error) {
+	var none AgentWithToken
+	if err := checkHandle(handle); err != nil {
+		return none, err
+	}
+	tok := NewToken()
+	if err := a.st.SetTokenHash(ctx, handle, HashToken(tok)); err != nil {
+		return none, err
+	}
+	a.cutOff(handle, "token rotated")
+	ag, err := a.st.GetAgent(ctx, handle)
+	if err != nil {
+		return none, err
+	}
+	a.log.Info("token rotated", "agent", handle)
+	return AgentWithToken{Agent: ag, Token: tok}, nil
+}
+
+// RevokeToken removes an agent's token: it can no longer authenticate, and
+// its connections and streams are closed. It returns the agent's record.
+func (a *App) RevokeToken(ctx context.Context, handle string) (*store.Agent, error) {
+	if err := checkHandle(handle); err != nil {
+		return nil, err
+	}
+	if err := a.st.SetTokenHash(ctx, handle, nil); err != nil {
+		return nil, err
+	}
+	a.cutOff(handle, "token revoked")
+	a.log.Info("token revoked", "agent", handle)
+	return a.st.GetAgent(ctx, handle)
+}

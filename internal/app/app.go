@@ -1,0 +1,197 @@
+// Package app is aspd's application layer: everything an agent or an
+// operator can do, whatever the transport. Each action validates its typed
+// request (protocol limits, invitees, topics, idempotency keys, frames),
+// applies trust and per-agent rate limits, makes the one store call and
+// publishes what it committed to the hub. The HTTP adapter (package server),
+// and any other adapter (MCP tools, webhook bridges), decode a request, call
+// one App method and encode its answer; no rule is written twice.
+//
+// App also owns the process's background work (presence recovery, the grace
+// window sweeper, frame expiry) and the authentication cache, whose entries
+// are evicted by the token and agent actions that invalidate them.
+package app
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/aspd/aspd/hub"
+	"github.com/aspd/aspd/protocol"
+	"github.com/aspd/aspd/store"
+	"github.com/aspd/aspd/streams"
+)
+
+// Config is what the application layer needs to decide requests.
+type Config struct {
+	Limits      protocol.Limits
+	GraceWindow time.Duration // how long a disconnected agent stays joined
+	Hub         hub.Config
+	Frames      FramesConfig
+	// Per-agent request rates (token buckets); a rate of 0 disables the limit.
+	ContactRate  float64 // session creation, invitations, reopening: contact attempts
+	ContactBurst int
+	MessageRate  float64 // messages sent in sessions
+	MessageBurst int
+}
+
+// App is the application layer over one store, one hub and one frame
+// stream registry.
+type App struct {
+	cfg     Config
+	st      *store.Store
+	hub     *hub.Hub
+	streams *streams.Registry
+	log     *slog.Logger
+	auth    *authCache
+
+	frames   *rateLimiter // frame submissions
+	contacts *rateLimiter // nil = unlimited
+	messages *rateLimiter // nil = unlimited
+
+	stop chan struct{}
+	wg   sync.WaitGroup
+}
+
+// New builds the application layer on st, with its own hub (whose presence
+// callbacks it answers) and frame stream registry. Call Start to run
+// background work and Close to stop.
+func New(cfg Config, st *store.Store, log *slog.Logger) *App {
+	a := &App{cfg: cfg, st: st, log: log, auth: newAuthCache(), stop: make(chan struct{}),
+		streams: streams.New(cfg.Frames.Retention), frames: newRateLimiter(cfg.Frames.RatePerSecond, cfg.Frames.Burst)}
+	if cfg.ContactRate > 0 {
+		a.contacts = newRateLimiter(cfg.ContactRate, max(cfg.ContactBurst, 1))
+	}
+	if cfg.MessageRate > 0 {
+		a.messages = newRateLimiter(cfg.MessageRate, max(cfg.MessageBurst, 1))
+	}
+	a.hub = hub.New(cfg.Hub, st, presence{a}, log)
+	return a
+}
+
+// Hub returns the delivery hub (for attaching connections and metrics).
+func (a *App) Hub() *hub.Hub { return a.hub }
+
+// Store returns the store (for health checks).
+func (a *App) Store() *store.Store { return a.st }
+
+// Stopping is closed when Close begins: long-lived streams end then.
+func (a *App) Stopping() <-chan struct{} { return a.stop }
+
+// publish hands committed events to live delivery. Every action that
+// commits goes through it, after the commit and never before.
+func (a *App) publish(commits ...*store.Commit) {
+	for _, c := range commits {
+		if c != nil {
+			a.hub.Publish(c)
+		}
+	}
+}
+
+// Start recovers presence left by a previous process and starts the grace
+// window sweeper and the frame expiry loop.
+func (a *App) Start(ctx context.Context) error {
+	commits, err := a.st.RecoverPresence(ctx)
+	if err != nil {
+		return err
+	}
+	if len(commits) > 0 {
+		a.log.Info("presence recovered after restart: agents online before the restart have a fresh grace window", "sessions", len(commits))
+	}
+	a.publish(commits...)
+	a.wg.Add(2)
+	go a.sweepGrace()
+	go a.expireFrames()
+	return nil
+}
+
+// Close stops background work and closes every live connection.
+func (a *App) Close() {
+	close(a.stop)
+	a.wg.Wait()
+	a.hub.Close()
+}
+
+// expireFrames drops retained frames past their age even on handles that
+// nothing touches any more, so retention memory follows --frame-retain-age.
+func (a *App) expireFrames() {
+	defer a.wg.Done()
+	t := time.NewTicker(5 * time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-a.stop:
+			return
+		case <-t.C:
+			a.streams.ExpireAll()
+		}
+	}
+}
+
+// sweepGrace promotes disconnects older than the grace window to
+// session.left {reason: grace_expired}.
+func (a *App) sweepGrace() {
+	defer a.wg.Done()
+	every := min(max(a.cfg.GraceWindow/4, 50*time.Millisecond), time.Second)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-a.stop:
+			return
+		case <-t.C:
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			commits, err := a.st.ExpireGrace(ctx, time.Now().Add(-a.cfg.GraceWindow).UnixMilli())
+			cancel()
+			if err != nil {
+				a.log.Error("grace window sweep failed", "err", err)
+			}
+			if len(commits) > 0 {
+				a.log.Info("grace window expired", "sessions", len(commits))
+			}
+			a.publish(commits...)
+		}
+	}
+}
+
+// presence appends session.reconnected/disconnected when an agent's first
+// connection opens or its last one closes.
+type presence struct{ a *App }
+
+func (p presence) Online(ctx context.Context, h string) {
+	commits, err := p.a.st.MarkOnline(ctx, h)
+	if err != nil {
+		p.a.log.Error("presence: mark online failed", "agent", h, "err", err)
+	}
+	p.a.publish(commits...)
+}
+
+func (p presence) Offline(ctx context.Context, h string) {
+	commits, err := p.a.st.MarkOffline(ctx, h)
+	if err != nil {
+		p.a.log.Error("presence: mark offline failed", "agent", h, "err", err)
+	}
+	p.a.publish(commits...)
+}
+
+// DeliveryStats is a snapshot of live delivery's gauges and counters.
+type DeliveryStats struct {
+	Connections   int   // live connections
+	AgentsOnline  int   // agents with at least one live connection
+	Connects      int64 // connections attached since start
+	Handed        int64 // committed events handed to live delivery
+	Delivered     int64 // events written to connections
+	Confirms      int64 // pongs that confirmed the events written before their ping
+	Acks          int64 // explicit acknowledgements received
+	StoreReads    int64 // catch-up reads served by the database instead of memory
+	SlowConsumers int64 // connections closed as slow consumers
+}
+
+// DeliveryStats reads live delivery's gauges and counters.
+func (a *App) DeliveryStats() DeliveryStats {
+	st := a.hub.Stats()
+	return DeliveryStats{Connections: a.hub.Connections(), AgentsOnline: a.hub.Agents(), Connects: st.Connects.Load(),
+		Handed: st.Published.Load(), Delivered: st.Delivered.Load(), Confirms: st.Confirms.Load(), Acks: st.Acks.Load(),
+		StoreReads: st.StoreReads.Load(), SlowConsumers: st.SlowConsumers.Load()}
+}

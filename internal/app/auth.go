@@ -1,0 +1,130 @@
+package app
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+	"net/http"
+	"sync"
+
+	"github.com/aspd/aspd/hub"
+	"github.com/aspd/aspd/protocol"
+	"github.com/aspd/aspd/store"
+)
+
+// HashToken returns the SHA-256 of a bearer token. Tokens are >= 256-bit
+// random strings, so a fast hash is what protects them at rest; a slow KDF
+// would only slow every request.
+func HashToken(token string) []byte {
+	h := sha256.Sum256([]byte(token))
+	return h[:]
+}
+
+// NewToken returns a fresh agent token: 256 random bits, URL-safe.
+func NewToken() string {
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		panic(err) // crypto/rand never fails on supported platforms
+	}
+	return "asp_" + base64.RawURLEncoding.EncodeToString(b)
+}
+
+// Unauthorized is the answer to a missing or invalid agent token.
+func Unauthorized() *protocol.Error {
+	return protocol.Errorf(http.StatusUnauthorized, protocol.CodeUnauthorized, "missing or invalid bearer token")
+}
+
+// Authenticate returns the handle of the agent that token belongs to, or
+// 401 unauthorized. Answers are cached (token hash -> handle) until the
+// agent's token is rotated or revoked or the agent deleted.
+func (a *App) Authenticate(ctx context.Context, token string) (string, error) {
+	hash := HashToken(token)
+	if h, ok := a.auth.get(hash); ok {
+		return h, nil
+	}
+	gen := a.auth.generation() // before the read: see putIf
+	h, err := a.st.Authenticate(ctx, hash)
+	if errors.Is(err, store.ErrNotFound) {
+		return "", Unauthorized()
+	}
+	if err != nil {
+		return "", err
+	}
+	a.auth.putIf(hash, h, gen)
+	return h, nil
+}
+
+// stillValid re-checks, against the store and not the cache, that token
+// still belongs to handle. Long-lived streams call it after registering: a
+// rotation, revocation or deletion that committed between authentication and
+// registration is caught here, and any later one finds the stream
+// registered and closes it.
+func (a *App) stillValid(handle, token string) bool {
+	h, err := a.st.Authenticate(context.Background(), HashToken(token))
+	return err == nil && h == handle
+}
+
+// cutOff ends everything a handle's old credentials opened: cached
+// authentications, WebSocket connections and frame streams.
+func (a *App) cutOff(handle, reason string) {
+	a.auth.evict(handle)
+	a.hub.Disconnect(handle, hub.CloseUnauthorized, reason)
+	a.streams.Disconnect(handle)
+}
+
+// authCache maps token hashes to handles so authenticated requests cost no
+// database round trip. Rotation, revocation and deletion evict the handle's
+// entries at once (this node; a cluster would add a short TTL).
+type authCache struct {
+	mu       sync.RWMutex
+	byHash   map[[32]byte]string
+	byHandle map[string][][32]byte
+	gen      uint64 // bumped by every eviction
+}
+
+func newAuthCache() *authCache {
+	return &authCache{byHash: map[[32]byte]string{}, byHandle: map[string][][32]byte{}}
+}
+
+func (c *authCache) get(hash []byte) (string, bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	h, ok := c.byHash[[32]byte(hash)]
+	return h, ok
+}
+
+// generation identifies the cache's eviction history.
+func (c *authCache) generation() uint64 {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.gen
+}
+
+// putIf caches hash -> handle unless an eviction happened since gen was
+// read: a lookup that raced a rotation must not put the old token back.
+func (c *authCache) putIf(hash []byte, handle string, gen uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.gen != gen {
+		return
+	}
+	if len(c.byHash) > 100_000 {
+		clear(c.byHash)
+		clear(c.byHandle)
+	}
+	k := [32]byte(hash)
+	c.byHash[k] = handle
+	c.byHandle[handle] = append(c.byHandle[handle], k)
+}
+
+func (c *authCache) evict(handle string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.gen++
+	for _, k := range c.byHandle[handle] {
+		delete(c.byHash, k)
+	}
+	delete(c.byHandle, handle)
+}

@@ -1,0 +1,67 @@
+package server
+
+import (
+	"crypto/subtle"
+	"net/http"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/aspd/aspd/internal/app"
+)
+
+// HashToken returns the SHA-256 of a bearer token (see app.HashToken).
+func HashToken(token string) []byte { return app.HashToken(token) }
+
+// NewToken returns a fresh agent token: 256 random bits, URL-safe.
+func NewToken() string { return app.NewToken() }
+
+func bearer(r *http.Request) string {
+	auth := r.Header.Get("Authorization")
+	if len(auth) > 7 && strings.EqualFold(auth[:7], "bearer ") {
+		return strings.TrimSpace(auth[7:])
+	}
+	return ""
+}
+
+// adminAuth checks the operator token in constant time.
+func (s *Server) adminAuth(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		tok := bearer(c.Request())
+		if tok == "" || len(s.cfg.AdminTokenHash) == 0 || subtle.ConstantTimeCompare(HashToken(tok), s.cfg.AdminTokenHash) != 1 {
+			c.Response().Header().Set("WWW-Authenticate", `Bearer realm="aspd-admin"`)
+			return app.Unauthorized()
+		}
+		return next(c)
+	}
+}
+
+// agentAuth authenticates an agent by bearer token (or ?token= on
+// /connect only) and stores its handle and token in the context.
+func (s *Server) agentAuth(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		tok := bearer(c.Request())
+		if tok == "" && c.Path() == "/connect" {
+			tok = c.QueryParam("token")
+		}
+		if tok == "" {
+			c.Response().Header().Set("WWW-Authenticate", `Bearer realm="aspd"`)
+			return app.Unauthorized()
+		}
+		handle, err := s.app.Authenticate(c.Request().Context(), tok)
+		if err != nil {
+			c.Response().Header().Set("WWW-Authenticate", `Bearer realm="aspd"`)
+			return err
+		}
+		c.Set("agent", handle)
+		c.Set("token", tok)
+		return next(c)
+	}
+}
+
+// agent is the authenticated agent's handle.
+func agent(c echo.Context) string { return c.Get("agent").(string) }
+
+// token is the authenticated agent's bearer token, which long-lived streams
+// hand to the application to be checked again once they are registered.
+func token(c echo.Context) string { return c.Get("token").(string) }

@@ -1,0 +1,174 @@
+package server_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/aspd/aspd/hub"
+	"github.com/aspd/aspd/internal/dbtest"
+	"github.com/aspd/aspd/protocol"
+	"github.com/aspd/aspd/server"
+	"github.com/aspd/aspd/store"
+)
+
+const adminToken = "test-admin-token"
+
+// env is one in-process aspd: the HTTP handler on a fresh database, served
+// by httptest.
+type env struct {
+	t   *testing.T
+	srv *httptest.Server
+}
+
+// newEnv starts an in-process server on the database at url; tune adjusts
+// the configuration before it is built.
+func newEnv(t *testing.T, url string, tune func(*server.Config)) *env {
+	t.Helper()
+	ctx := context.Background()
+	st, err := store.Open(ctx, url)
+	if err != nil {
+		t.Fatalf("store.Open: %v", err)
+	}
+	cfg := server.Config{
+		Limits:         protocol.DefaultLimits(),
+		MaxBodyBytes:   1 << 20,
+		AdminTokenHash: server.HashToken(adminToken),
+		GraceWindow:    time.Minute,
+		PingInterval:   time.Minute,
+		WSReadLimit:    1 << 16,
+		Hub:            hub.DefaultConfig(),
+		Frames:         server.DefaultFramesConfig(),
+	}
+	if tune != nil {
+		tune(&cfg)
+	}
+	s := server.New(cfg, st, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err := s.Start(ctx); err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	hs := httptest.NewServer(s.Handler())
+	t.Cleanup(func() {
+		hs.Close()
+		s.Close()
+		st.Close()
+	})
+	return &env{t: t, srv: hs}
+}
+
+// forEachBackend runs fn on a fresh in-process server per backend.
+func forEachBackend(t *testing.T, tune func(*server.Config), fn func(t *testing.T, e *env)) {
+	dbtest.ForEach(t, func(t *testing.T, url string) { fn(t, newEnv(t, url, tune)) })
+}
+
+type response struct {
+	Status int
+	Header http.Header
+	Body   []byte
+}
+
+// code is the error code of an error answer ("" when there is none).
+func (r response) code() string {
+	var b protocol.ErrorBody
+	if json.Unmarshal(r.Body, &b) != nil || b.Error == nil {
+		return ""
+	}
+	return b.Error.Code
+}
+
+func (e *env) do(method, path, token string, body any) response {
+	e.t.Helper()
+	var rd io.Reader
+	switch b := body.(type) {
+	case nil:
+	case string:
+		rd = bytes.NewReader([]byte(b))
+	default:
+		raw, err := json.Marshal(b)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		rd = bytes.NewReader(raw)
+	}
+	req, err := http.NewRequest(method, e.srv.URL+path, rd)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	if rd != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := e.srv.Client().Do(req)
+	if err != nil {
+		e.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return response{Status: resp.StatusCode, Header: resp.Header, Body: b}
+}
+
+// must does a request and fails the test unless it is answered with status;
+// it decodes the answer into out when out is not nil.
+func (e *env) must(status int, method, path, token string, body, out any) response {
+	e.t.Helper()
+	r := e.do(method, path, token, body)
+	if r.Status != status {
+		e.t.Fatalf("%s %s: status %d, want %d: %s", method, path, r.Status, status, r.Body)
+	}
+	if out != nil {
+		if err := json.Unmarshal(r.Body, out); err != nil {
+			e.t.Fatalf("%s %s: decoding %s: %v", method, path, r.Body, err)
+		}
+	}
+	return r
+}
+
+// agent creates an open-policy agent and returns its token.
+func (e *env) agent(handle string) string {
+	e.t.Helper()
+	var a struct {
+		Handle string `json:"handle"`
+		Token  string `json:"token"`
+	}
+	e.must(http.StatusCreated, "POST", "/admin/v1/agents", adminToken, map[string]any{"handle": handle, "inbound_policy": "open"}, &a)
+	if a.Handle != handle || a.Token == "" {
+		e.t.Fatalf("created agent %+v", a)
+	}
+	return a.Token
+}
+
+// wantError fails the test unless r is an error answer with status and code.
+func wantError(t *testing.T, r response, status int, code string) {
+	t.Helper()
+	if r.Status != status || r.code() != code {
+		t.Fatalf("status %d code %q, want %d %q: %s", r.Status, r.code(), status, code, r.Body)
+	}
+}
+
+// raw does a body-less request and returns the response unread.
+func (e *env) raw(method, path, token string) *http.Response {
+	e.t.Helper()
+	req, err := http.NewRequest(method, e.srv.URL+path, nil)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := e.srv.Client().Do(req)
+	if err != nil {
+		e.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	return resp
+}
