@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"net/http"
 	"sort"
 	"strings"
 	"sync"
@@ -162,9 +161,9 @@ func memberError(err error) error {
 	case !errors.As(err, &pg):
 		return err
 	case strings.HasPrefix(pg.Code, "22"):
-		return protocol.Invalid("the database cannot store this message's data (SQLSTATE %s)", pg.Code)
+		return &Error{Kind: KindInvalidData, Message: fmt.Sprintf("the database cannot store this message's data (SQLSTATE %s)", pg.Code)}
 	case strings.HasPrefix(pg.Code, "54"):
-		return protocol.Errorf(http.StatusRequestEntityTooLarge, protocol.CodeContentTooLarge, "the message exceeds a database limit (SQLSTATE %s)", pg.Code)
+		return &Error{Kind: KindTooLarge, Message: fmt.Sprintf("the message exceeds a database limit (SQLSTATE %s)", pg.Code)}
 	}
 	return err
 }
@@ -207,7 +206,7 @@ func (s *Store) applyBatch(tx *sql.Tx, calls []*sendCall, live []int, results []
 			k := msgKey{req.SessionID, req.Sender, req.IdempotencyKey}
 			if prior, ok := keys[k]; ok {
 				if prior.hash != req.RequestHash {
-					results[i].err = errKeyReused
+					results[i].err = ErrIdempotencyKeyReused
 				} else {
 					results[i].resp = prior.resp
 				}
@@ -216,10 +215,10 @@ func (s *Store) applyBatch(tx *sql.Tx, calls []*sendCall, live []int, results []
 		}
 		switch {
 		case t.state == protocol.StateEnded:
-			results[i].err = errEnded
+			results[i].err = ErrSessionEnded
 			continue
 		case t.status(req.Sender) != protocol.StatusJoined:
-			results[i].err = errNotJoined
+			results[i].err = ErrNotJoined
 			continue
 		}
 		if err := t.checkFrameRecipients(req.FrameRecipients); err != nil {

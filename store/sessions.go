@@ -6,23 +6,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"sort"
 
 	"github.com/aspd/aspd/protocol"
 	"github.com/aspd/aspd/replay"
 	"github.com/aspd/aspd/trust"
-)
-
-func stateErr(code, msg string) *protocol.Error {
-	return protocol.Errorf(http.StatusConflict, code, "%s", msg)
-}
-
-var (
-	errEnded     = stateErr(protocol.CodeSessionEnded, "the session is ended")
-	errActive    = stateErr(protocol.CodeSessionActive, "the session is active; only an ended session can be reopened")
-	errNotJoined = stateErr(protocol.CodeNotJoined, "only a joined participant may do this")
-	errKeyReused = stateErr(protocol.CodeIdempotencyKey, "this idempotency_key was used for a different request")
 )
 
 // CreateSession is a validated POST /sessions request.
@@ -62,7 +50,7 @@ func (s *Store) CreateSession(ctx context.Context, req CreateSession) (protocol.
 					return fmt.Errorf("store: session key: %w", err)
 				}
 				if hash != req.RequestHash {
-					return errKeyReused
+					return ErrIdempotencyKeyReused
 				}
 				if seq.Valid {
 					resp.Sequence = &seq.Int64
@@ -212,7 +200,7 @@ func (s *Store) Join(ctx context.Context, id, caller string) (*Commit, error) {
 		switch t.status(caller) {
 		case protocol.StatusJoined:
 			if t.state == protocol.StateEnded {
-				return errEnded
+				return ErrSessionEnded
 			}
 			return nil
 		case protocol.StatusLeft:
@@ -221,12 +209,12 @@ func (s *Store) Join(ctx context.Context, id, caller string) (*Commit, error) {
 				return err
 			}
 			if state == protocol.StateEnded {
-				return errEnded
+				return ErrSessionEnded
 			}
-			return stateErr(protocol.CodeNotInvited, "there is no pending invitation; a participant who left returns only by a new invitation")
+			return ErrNotInvited
 		}
 		if t.state == protocol.StateEnded {
-			return errEnded
+			return ErrSessionEnded
 		}
 		p := t.participant(caller)
 		p.status = protocol.StatusJoined
@@ -284,7 +272,7 @@ type SendMessage struct {
 func (s *Store) SendMessage(ctx context.Context, req SendMessage) (protocol.SendMessageResponse, *Commit, error) {
 	if s.batch != nil {
 		resp, commit, err := s.sendBatched(ctx, req)
-		if errors.Is(err, errEnded) || errors.Is(err, errNotJoined) {
+		if errors.Is(err, ErrSessionEnded) || errors.Is(err, ErrNotJoined) {
 			// Group commit decides successes; a refusal is decided again
 			// by sendOne, whose state check (mustBeJoined) answers a
 			// sender that left as of its horizon.
@@ -305,7 +293,7 @@ func (s *Store) sendOne(ctx context.Context, req SendMessage) (protocol.SendMess
 				req.SessionID, req.Sender, req.IdempotencyKey).Scan(&hash, &resp.MessageID, &resp.Sequence)
 			if err == nil {
 				if hash != req.RequestHash {
-					return errKeyReused
+					return ErrIdempotencyKeyReused
 				}
 				return nil
 			}
@@ -366,10 +354,10 @@ func (s *Store) Reopen(ctx context.Context, id, caller string, invite []string, 
 		// A caller that left and may not reopen is refused alike whether
 		// the session is still ended or was reopened since.
 		if !t.mayReopen(caller) && (t.status(caller) == protocol.StatusLeft || t.state == protocol.StateEnded) {
-			return errNotJoined
+			return ErrNotJoined
 		}
 		if t.state == protocol.StateActive {
-			return errActive
+			return ErrSessionActive
 		}
 		// The reopened session's participants are the caller and the
 		// invitees: everyone else becomes left.

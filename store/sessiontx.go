@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"sort"
 	"strings"
 
@@ -261,10 +260,10 @@ func (t *sessionTx) mustBeJoined(h string) error {
 		return err
 	}
 	if state == protocol.StateEnded {
-		return errEnded
+		return ErrSessionEnded
 	}
 	if t.status(h) != protocol.StatusJoined {
-		return errNotJoined
+		return ErrNotJoined
 	}
 	return nil
 }
@@ -289,7 +288,7 @@ func (t *sessionTx) mayReopen(h string) bool {
 func (t *sessionTx) checkFrameRecipients(handles []string) error {
 	for _, h := range handles {
 		if st := t.status(h); st != protocol.StatusJoined && st != protocol.StatusInvited {
-			return &protocol.Error{Status: http.StatusBadRequest, Code: "field-invalid", Field: "recipient_handle",
+			return &Error{Kind: KindNotParticipant, Field: "recipient_handle",
 				Message: fmt.Sprintf("recipient_handle %s is not a participant of this session", h)}
 		}
 	}
