@@ -8,39 +8,38 @@ import (
 	"github.com/aspd/aspd/store"
 )
 
+// wireKinds gives each kind of the store's domain errors its status and code.
+var wireKinds = map[store.Kind]struct {
+	status int
+	code   string
+}{
+	store.KindNotFound:             {http.StatusNotFound, protocol.CodeNotFound},
+	store.KindSessionEnded:         {http.StatusConflict, protocol.CodeSessionEnded},
+	store.KindSessionActive:        {http.StatusConflict, protocol.CodeSessionActive},
+	store.KindNotJoined:            {http.StatusConflict, protocol.CodeNotJoined},
+	store.KindNotInvited:           {http.StatusConflict, protocol.CodeNotInvited},
+	store.KindIdempotencyKeyReused: {http.StatusConflict, protocol.CodeIdempotencyKey},
+	store.KindConflict:             {http.StatusConflict, protocol.CodeConflict},
+	store.KindInvalidData:          {http.StatusBadRequest, protocol.CodeInvalidRequest},
+	store.KindTooLarge:             {http.StatusRequestEntityTooLarge, protocol.CodeContentTooLarge},
+	store.KindNotParticipant:       {http.StatusBadRequest, frame.CodeFieldInvalid},
+	store.KindClosed:               {http.StatusServiceUnavailable, protocol.CodeUnavailable},
+}
+
 // WireError maps a domain error of the store to the answer a client gets:
-// status, code and message. It is the one place where the store's refusals
-// become HTTP; the store itself knows nothing of HTTP. It returns nil for an
-// error that is not a domain error (a failure, which the caller answers as
-// 500 internal).
+// status, code, message (the domain error's own, verbatim, whatever context
+// wraps it) and, for a frame error, the offending field. It is the one place
+// where the store's refusals become HTTP; the store knows nothing of HTTP.
+// It returns nil for an error that is not a domain error: a failure, which
+// the caller answers as 500 internal.
 func WireError(err error) *protocol.Error {
 	e := store.AsError(err)
 	if e == nil {
 		return nil
 	}
-	switch e.Kind {
-	case store.KindNotFound:
-		return protocol.NotFound()
-	case store.KindSessionEnded:
-		return protocol.Errorf(http.StatusConflict, protocol.CodeSessionEnded, "%s", e.Message)
-	case store.KindSessionActive:
-		return protocol.Errorf(http.StatusConflict, protocol.CodeSessionActive, "%s", e.Message)
-	case store.KindNotJoined:
-		return protocol.Errorf(http.StatusConflict, protocol.CodeNotJoined, "%s", e.Message)
-	case store.KindNotInvited:
-		return protocol.Errorf(http.StatusConflict, protocol.CodeNotInvited, "%s", e.Message)
-	case store.KindIdempotencyKeyReused:
-		return protocol.Errorf(http.StatusConflict, protocol.CodeIdempotencyKey, "%s", e.Message)
-	case store.KindConflict:
-		return protocol.Errorf(http.StatusConflict, protocol.CodeConflict, "%s", e.Message)
-	case store.KindInvalidData:
-		return protocol.Errorf(http.StatusBadRequest, protocol.CodeInvalidRequest, "%s", e.Message)
-	case store.KindTooLarge:
-		return protocol.Errorf(http.StatusRequestEntityTooLarge, protocol.CodeContentTooLarge, "%s", e.Message)
-	case store.KindNotParticipant:
-		return &protocol.Error{Status: http.StatusBadRequest, Code: frame.CodeFieldInvalid, Field: e.Field, Message: e.Message}
-	case store.KindClosed:
-		return protocol.Errorf(http.StatusServiceUnavailable, protocol.CodeUnavailable, "%s", e.Message)
+	w, ok := wireKinds[e.Kind]
+	if !ok {
+		return nil
 	}
-	return nil
+	return &protocol.Error{Status: w.status, Code: w.code, Field: e.Field, Message: e.Message}
 }
