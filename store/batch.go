@@ -45,13 +45,14 @@ type sendResult struct {
 
 type batcher struct {
 	in       chan *sendCall
-	stop     chan struct{}
+	stop     chan struct{} // closed by stopBatcher: committers return
+	drained  chan struct{} // closed once the queue has been answered
 	stopOnce sync.Once
 }
 
 // startBatcher starts n committers.
 func (s *Store) startBatcher(n int) {
-	b := &batcher{in: make(chan *sendCall, 4*maxBatch), stop: make(chan struct{})}
+	b := &batcher{in: make(chan *sendCall, 4*maxBatch), stop: make(chan struct{}), drained: make(chan struct{})}
 	s.batch = b
 	for range n {
 		s.bg.Add(1)
@@ -84,17 +85,31 @@ func (s *Store) commitLoop(b *batcher) {
 
 // sendBatched queues a message for the next batch and waits for its result.
 func (s *Store) sendBatched(ctx context.Context, req SendMessage) (protocol.SendMessageResponse, *Commit, error) {
+	b := s.batch
 	c := &sendCall{ctx: ctx, req: req, done: make(chan sendResult, 1)}
 	select {
-	case s.batch.in <- c:
+	case <-b.stop:
+		return protocol.SendMessageResponse{}, nil, ErrClosed
+	case b.in <- c:
 	case <-ctx.Done():
 		return protocol.SendMessageResponse{}, nil, ctx.Err()
 	}
 	// Once queued, wait for the batch whatever happens to ctx: the batch
 	// always answers, and a committed message's Commit must reach the
 	// caller, who publishes it for the whole session (a Commit dropped here
-	// would leave live delivery waiting for it).
-	r := <-c.done
+	// would leave live delivery waiting for it). The one exception is a
+	// call queued after the store closed and its queue was drained: nobody
+	// will take it.
+	var r sendResult
+	select {
+	case r = <-c.done:
+	case <-b.drained:
+		select {
+		case r = <-c.done: // answered by the drain
+		default:
+			r.err = ErrClosed
+		}
+	}
 	return r.resp, r.commit, r.err
 }
 
@@ -180,21 +195,26 @@ func memberError(err error) error {
 	return err
 }
 
-// stopBatcher stops the committers and fails whatever is still queued.
+// stopBatcher stops the committers and fails whatever is still queued with
+// ErrClosed; a call queued later finds the queue drained (sendBatched).
 func (s *Store) stopBatcher() {
-	if s.batch == nil {
+	b := s.batch
+	if b == nil {
 		return
 	}
-	s.batch.stopOnce.Do(func() { close(s.batch.stop) })
-	s.bg.Wait()
-	for {
-		select {
-		case c := <-s.batch.in:
-			c.done <- sendResult{err: errors.New("store: closed")}
-		default:
-			return
+	b.stopOnce.Do(func() {
+		close(b.stop)
+		s.bg.Wait()
+		for {
+			select {
+			case c := <-b.in:
+				c.done <- sendResult{err: ErrClosed}
+			default:
+				close(b.drained)
+				return
+			}
 		}
-	}
+	})
 }
 
 // EnableGroupCommit routes SendMessage through n group-commit committers

@@ -521,7 +521,9 @@ func (s *Store) Import(ctx context.Context, r io.Reader) (ImportStats, error) {
 		return stats, fmt.Errorf("store: import: line %d: unknown dialect %q", line, h.Dialect)
 	}
 
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
+	// One transaction, without the bound of request transactions: a large
+	// or piped import takes as long as its input takes to arrive.
+	err := s.runTx(ctx, 0, func(tx *sql.Tx) error {
 		for _, table := range []string{"agents", "sessions"} {
 			var one int
 			err := tx.QueryRowContext(ctx, `SELECT 1 FROM `+table+` LIMIT 1`).Scan(&one)
