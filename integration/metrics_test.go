@@ -5,6 +5,7 @@ import (
 	"regexp"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/aspd/aspd/internal/dbtest"
 )
@@ -25,9 +26,19 @@ func TestMetrics(t *testing.T) {
 	a.send(sid, "hello")
 	bs.expect("session.invited", "session.joined", "session.message") // the join restarts at 1
 
-	code, body := request(t, "GET", s.url+"/metrics", s.admin, nil)
-	if code != http.StatusOK {
-		t.Fatalf("/metrics: %d %s", code, body)
+	// The writer counts an event once its write has returned, which can be
+	// just after the client read it: scrape until the count is in.
+	var body []byte
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		var code int
+		code, body = request(t, "GET", s.url+"/metrics", s.admin, nil)
+		if code != http.StatusOK {
+			t.Fatalf("/metrics: %d %s", code, body)
+		}
+		if regexp.MustCompile(`(?m)^aspd_events_delivered_total ([4-9]|\d\d+)$`).Match(body) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 	value := func(name string) int64 {
 		m := regexp.MustCompile(`(?m)^` + name + ` (\d+)$`).FindSubmatch(body)

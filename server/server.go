@@ -151,7 +151,9 @@ func (s *Server) errorHandler(err error, c echo.Context) {
 			pe = protocol.Errorf(he.Code, "http_error", "%v", he.Message)
 		}
 	default:
-		pe = protocol.Errorf(http.StatusInternalServerError, protocol.CodeInternal, "internal error")
+		if pe = WireError(err); pe == nil {
+			pe = protocol.Errorf(http.StatusInternalServerError, protocol.CodeInternal, "internal error")
+		}
 	}
 	if pe.Status == 0 {
 		pe.Status = http.StatusBadRequest
@@ -167,11 +169,12 @@ func (s *Server) errorHandler(err error, c echo.Context) {
 }
 
 // isAnswer reports whether err is a deliberate answer (a protocol or HTTP
-// error) rather than a failure, which a cancelled request may cause.
+// error, or a store's domain error) rather than a failure, which a
+// cancelled request may cause.
 func isAnswer(err error) bool {
 	var pe *protocol.Error
 	var he *echo.HTTPError
-	return errors.As(err, &pe) || errors.As(err, &he)
+	return errors.As(err, &pe) || errors.As(err, &he) || WireError(err) != nil
 }
 
 // requestID gives every request an id, returned in the X-Request-Id

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"sort"
 	"time"
 
@@ -43,13 +42,6 @@ type NewAgent struct {
 	TokenHash     []byte
 }
 
-// ErrNotFound is returned for a handle that does not exist (or was deleted).
-var ErrNotFound = protocol.NotFound()
-
-func conflict(format string, args ...any) *protocol.Error {
-	return protocol.Errorf(http.StatusConflict, protocol.CodeConflict, format, args...)
-}
-
 // CreateAgent creates an agent. A handle that exists, or existed and was
 // deleted, is a conflict: handles are never reused, so a new owner can never
 // read an old agent's transcripts.
@@ -62,7 +54,7 @@ func (s *Store) CreateAgent(ctx context.Context, a NewAgent) error {
 			return fmt.Errorf("store: create agent: %w", err)
 		}
 		if n, _ := res.RowsAffected(); n == 0 {
-			return conflict("agent %s already exists", a.Handle)
+			return &Error{Kind: KindConflict, Message: fmt.Sprintf("agent %s already exists", a.Handle)}
 		}
 		return replaceAllowlist(ctx, tx, a.Handle, a.Allowlist)
 	})

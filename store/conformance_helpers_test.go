@@ -6,7 +6,6 @@ package store_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"reflect"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/aspd/aspd/internal/dbtest"
 	"github.com/aspd/aspd/protocol"
+	"github.com/aspd/aspd/server"
 	"github.com/aspd/aspd/store"
 )
 
@@ -26,14 +26,21 @@ func text(s string) json.RawMessage {
 	return b
 }
 
-// wantErr asserts that err is a *protocol.Error with the given status and code.
+// answerTo is the answer a client gets for err: the store speaks in domain
+// errors, and the HTTP edge maps them (server.WireError).
+func answerTo(err error) (*protocol.Error, bool) {
+	pe := server.WireError(err)
+	return pe, pe != nil
+}
+
+// wantErr asserts that err is answered with the given status and code.
 func wantErr(t *testing.T, err error, status int, code string) {
 	t.Helper()
 	if err == nil {
 		t.Fatalf("got no error, want %d %s", status, code)
 	}
-	var pe *protocol.Error
-	if !errors.As(err, &pe) {
+	pe, ok := answerTo(err)
+	if !ok {
 		t.Fatalf("got %T %v, want *protocol.Error %d %s", err, err, status, code)
 	}
 	if pe.Status != status || pe.Code != code {
@@ -44,8 +51,8 @@ func wantErr(t *testing.T, err error, status int, code string) {
 func wantNotFound(t *testing.T, err error) {
 	t.Helper()
 	wantErr(t, err, http.StatusNotFound, protocol.CodeNotFound)
-	if err.(*protocol.Error).Message != "not found" {
-		t.Fatalf("not-found message %q, want the one shared body %q", err.(*protocol.Error).Message, "not found")
+	if pe, _ := answerTo(err); pe.Message != "not found" {
+		t.Fatalf("not-found message %q, want the one shared body %q", pe.Message, "not found")
 	}
 }
 

@@ -179,7 +179,7 @@ func TestReviewRefusalsDoNotRevealLaterFate(t *testing.T) {
 				if err == nil {
 					t.Fatalf("%s's request in %s succeeded", h, sid)
 				}
-				pe, ok := err.(*protocol.Error)
+				pe, ok := answerTo(err)
 				if !ok {
 					t.Fatalf("%s: %v", h, err)
 				}

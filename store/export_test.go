@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"time"
 
 	"github.com/aspd/aspd/protocol"
 )
@@ -29,3 +30,6 @@ func (s *Store) ExecForTest(ctx context.Context, query string) error {
 	_, err := s.write.ExecContext(ctx, query)
 	return err
 }
+
+// SetTxTimeoutForTest shortens the bound on request transactions.
+func (s *Store) SetTxTimeoutForTest(d time.Duration) { s.txTimeout = d }

@@ -4,25 +4,13 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"net/http"
 	"sort"
+	"strings"
 
 	"github.com/aspd/aspd/protocol"
 	"github.com/aspd/aspd/replay"
 	"github.com/aspd/aspd/trust"
-)
-
-func stateErr(code, msg string) *protocol.Error {
-	return protocol.Errorf(http.StatusConflict, code, "%s", msg)
-}
-
-var (
-	errEnded     = stateErr(protocol.CodeSessionEnded, "the session is ended")
-	errActive    = stateErr(protocol.CodeSessionActive, "the session is active; only an ended session can be reopened")
-	errNotJoined = stateErr(protocol.CodeNotJoined, "only a joined participant may do this")
-	errKeyReused = stateErr(protocol.CodeIdempotencyKey, "this idempotency_key was used for a different request")
 )
 
 // CreateSession is a validated POST /sessions request.
@@ -62,7 +50,7 @@ func (s *Store) CreateSession(ctx context.Context, req CreateSession) (protocol.
 					return fmt.Errorf("store: session key: %w", err)
 				}
 				if hash != req.RequestHash {
-					return errKeyReused
+					return ErrIdempotencyKeyReused
 				}
 				if seq.Valid {
 					resp.Sequence = &seq.Int64
@@ -212,7 +200,7 @@ func (s *Store) Join(ctx context.Context, id, caller string) (*Commit, error) {
 		switch t.status(caller) {
 		case protocol.StatusJoined:
 			if t.state == protocol.StateEnded {
-				return errEnded
+				return ErrSessionEnded
 			}
 			return nil
 		case protocol.StatusLeft:
@@ -221,12 +209,12 @@ func (s *Store) Join(ctx context.Context, id, caller string) (*Commit, error) {
 				return err
 			}
 			if state == protocol.StateEnded {
-				return errEnded
+				return ErrSessionEnded
 			}
-			return stateErr(protocol.CodeNotInvited, "there is no pending invitation; a participant who left returns only by a new invitation")
+			return ErrNotInvited
 		}
 		if t.state == protocol.StateEnded {
-			return errEnded
+			return ErrSessionEnded
 		}
 		p := t.participant(caller)
 		p.status = protocol.StatusJoined
@@ -280,59 +268,204 @@ type SendMessage struct {
 // SendMessage appends a session.message from a joined sender. The
 // idempotency key is checked under the session row lock, before any state
 // check, so a retry of a message that succeeded returns the original
-// response even if the session has ended since.
+// response even if the session has ended since. Both commit modes (group
+// commit or one transaction per message) apply the one message rule,
+// appendMessages.
 func (s *Store) SendMessage(ctx context.Context, req SendMessage) (protocol.SendMessageResponse, *Commit, error) {
 	if s.batch != nil {
-		resp, commit, err := s.sendBatched(ctx, req)
-		if errors.Is(err, errEnded) || errors.Is(err, errNotJoined) {
-			// Group commit decides successes; a refusal is decided again
-			// by sendOne, whose state check (mustBeJoined) answers a
-			// sender that left as of its horizon.
-			return s.sendOne(ctx, req)
-		}
-		return resp, commit, err
+		return s.sendBatched(ctx, req)
 	}
 	return s.sendOne(ctx, req)
 }
 
 // sendOne appends one message in its own transaction.
 func (s *Store) sendOne(ctx context.Context, req SendMessage) (protocol.SendMessageResponse, *Commit, error) {
-	var resp protocol.SendMessageResponse
-	commit, err := s.withSession(ctx, req.SessionID, req.Sender, func(t *sessionTx) error {
-		if req.IdempotencyKey != "" {
-			var hash string
-			err := t.tx.QueryRowContext(ctx, `SELECT request_hash, message_id, sequence FROM message_keys WHERE session_id = $1 AND sender = $2 AND key = $3`,
-				req.SessionID, req.Sender, req.IdempotencyKey).Scan(&hash, &resp.MessageID, &resp.Sequence)
-			if err == nil {
-				if hash != req.RequestHash {
-					return errKeyReused
-				}
-				return nil
-			}
-			if !errors.Is(err, sql.ErrNoRows) {
-				return fmt.Errorf("store: message key: %w", err)
-			}
-		}
-		if err := t.mustBeJoined(req.Sender); err != nil {
+	var r sendResult
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		results, err := s.appendMessages(ctx, tx, []*SendMessage{&req})
+		if err != nil {
 			return err
 		}
-		if err := t.checkFrameRecipients(req.FrameRecipients); err != nil {
-			return err
-		}
-		m := t.message(req.Sender, req.Content, req.Metadata, req.IdempotencyKey)
-		if _, err := t.append(protocol.EventMessage, req.Sender, nil, m); err != nil {
-			return err
-		}
-		resp = protocol.SendMessageResponse{MessageID: m.ID, Sequence: m.Sequence}
-		if req.IdempotencyKey != "" {
-			if _, err := t.tx.ExecContext(ctx, `INSERT INTO message_keys (session_id, sender, key, request_hash, message_id, sequence) VALUES ($1, $2, $3, $4, $5, $6)`,
-				req.SessionID, req.Sender, req.IdempotencyKey, req.RequestHash, m.ID, m.Sequence); err != nil {
-				return fmt.Errorf("store: message key: %w", err)
-			}
-		}
-		return nil
+		r = results[0]
+		return r.err
 	})
-	return resp, commit, err
+	if err != nil {
+		return protocol.SendMessageResponse{}, nil, err
+	}
+	return r.resp, r.commit, nil
+}
+
+// appendMessages applies the message rule to every request in tx, one
+// message or a whole group-commit batch alike: one statement locks every
+// session involved (in id order) and loads its participants, one loads the
+// idempotency keys in play, each message is appended (appendMessage), then
+// one statement inserts every event and advances every session
+// (writeEvents), and one records the new keys. A request refused by a rule
+// gets its own error in its result; any other error fails the transaction,
+// and is returned. Each session's Commit goes to the first request that
+// appended to it, whose caller publishes it for all.
+func (s *Store) appendMessages(ctx context.Context, tx *sql.Tx, reqs []*SendMessage) ([]sendResult, error) {
+	results := make([]sendResult, len(reqs))
+	var ids []string
+	seen := map[string]bool{}
+	for _, r := range reqs {
+		if !seen[r.SessionID] {
+			seen[r.SessionID] = true
+			ids = append(ids, r.SessionID)
+		}
+	}
+	sort.Strings(ids)
+	sessions, err := s.lockSessions(ctx, tx, ids)
+	if err != nil {
+		return nil, err
+	}
+	keys, err := loadMessageKeys(ctx, tx, reqs)
+	if err != nil {
+		return nil, err
+	}
+	var newKeys []int // requests whose key is recorded
+	appended := make([]bool, len(reqs))
+	for i, req := range reqs {
+		t := sessions[req.SessionID]
+		if t == nil {
+			results[i].err = ErrNotFound
+			continue
+		}
+		resp, ok, err := t.appendMessage(req, keys)
+		if AsError(err) != nil {
+			results[i].err = err
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		results[i].resp, appended[i] = resp, ok
+		if ok && req.IdempotencyKey != "" {
+			newKeys = append(newKeys, i)
+		}
+	}
+	var events []StoredEvent
+	var touched []*sessionTx
+	for _, id := range ids {
+		if t := sessions[id]; t != nil && len(t.events) > 0 {
+			events = append(events, t.events...)
+			touched = append(touched, t)
+		}
+	}
+	if err := writeEvents(ctx, tx, s.d, events, touched); err != nil {
+		return nil, err
+	}
+	if err := insertMessageKeys(ctx, tx, reqs, results, newKeys); err != nil {
+		return nil, err
+	}
+	published := map[string]bool{}
+	for i, req := range reqs {
+		if id := req.SessionID; appended[i] && !published[id] {
+			published[id] = true
+			results[i].commit = sessions[id].commit()
+		}
+	}
+	return results, nil
+}
+
+// appendMessage is the message rule: it appends req's message to the locked
+// session t or refuses it. The sender must be a participant (else
+// ErrNotFound); a known idempotency key answers with the original response
+// (or ErrIdempotencyKeyReused) before any state check; then the sender must
+// be joined (mustBeJoined), and every frame recipient a current
+// participant. keys holds the keys already used, and gets the new one.
+// appended is false when nothing was appended (a retry).
+func (t *sessionTx) appendMessage(req *SendMessage, keys map[msgKey]priorKey) (resp protocol.SendMessageResponse, appended bool, err error) {
+	if _, ok := t.parts[req.Sender]; !ok {
+		return resp, false, ErrNotFound
+	}
+	k := msgKey{req.SessionID, req.Sender, req.IdempotencyKey}
+	if req.IdempotencyKey != "" {
+		if prior, ok := keys[k]; ok {
+			if prior.hash != req.RequestHash {
+				return resp, false, ErrIdempotencyKeyReused
+			}
+			return prior.resp, false, nil
+		}
+	}
+	if err := t.mustBeJoined(req.Sender); err != nil {
+		return resp, false, err
+	}
+	if err := t.checkFrameRecipients(req.FrameRecipients); err != nil {
+		return resp, false, err
+	}
+	m := t.message(req.Sender, req.Content, req.Metadata, req.IdempotencyKey)
+	if _, err := t.append(protocol.EventMessage, req.Sender, nil, m); err != nil {
+		return resp, false, err
+	}
+	resp = protocol.SendMessageResponse{MessageID: m.ID, Sequence: m.Sequence}
+	if req.IdempotencyKey != "" {
+		keys[k] = priorKey{hash: req.RequestHash, resp: resp}
+	}
+	return resp, true, nil
+}
+
+type msgKey struct{ session, sender, key string }
+
+type priorKey struct {
+	hash string
+	resp protocol.SendMessageResponse
+}
+
+// loadMessageKeys loads, in one statement, the message keys that reqs use.
+func loadMessageKeys(ctx context.Context, tx *sql.Tx, reqs []*SendMessage) (map[msgKey]priorKey, error) {
+	out := map[msgKey]priorKey{}
+	var sids, ks []string
+	for _, r := range reqs {
+		if r.IdempotencyKey != "" {
+			sids = append(sids, r.SessionID)
+			ks = append(ks, r.IdempotencyKey)
+		}
+	}
+	if len(ks) == 0 {
+		return out, nil
+	}
+	inS, args := inList(dedupe(sids), 1)
+	inK, argsK := inList(dedupe(ks), len(args)+1)
+	rows, err := tx.QueryContext(ctx, `SELECT session_id, sender, key, request_hash, message_id, sequence FROM message_keys
+		WHERE session_id IN (`+inS+`) AND key IN (`+inK+`)`, append(args, argsK...)...)
+	if err != nil {
+		return nil, fmt.Errorf("store: message keys: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var k msgKey
+		var p priorKey
+		if err := rows.Scan(&k.session, &k.sender, &k.key, &p.hash, &p.resp.MessageID, &p.resp.Sequence); err != nil {
+			return nil, fmt.Errorf("store: message keys: %w", err)
+		}
+		out[k] = p
+	}
+	return out, rows.Err()
+}
+
+// insertMessageKeys records the keys of the requests in which (indexes of
+// reqs), in multi-row INSERTs of at most 100 rows.
+func insertMessageKeys(ctx context.Context, tx *sql.Tx, reqs []*SendMessage, results []sendResult, which []int) error {
+	for start := 0; start < len(which); start += 100 {
+		batch := which[start:min(start+100, len(which))]
+		var b strings.Builder
+		b.WriteString(`INSERT INTO message_keys (session_id, sender, key, request_hash, message_id, sequence) VALUES `)
+		args := make([]any, 0, len(batch)*6)
+		for j, i := range batch {
+			if j > 0 {
+				b.WriteString(", ")
+			}
+			n := j * 6
+			fmt.Fprintf(&b, "($%d, $%d, $%d, $%d, $%d, $%d)", n+1, n+2, n+3, n+4, n+5, n+6)
+			r := reqs[i]
+			args = append(args, r.SessionID, r.Sender, r.IdempotencyKey, r.RequestHash, results[i].resp.MessageID, results[i].resp.Sequence)
+		}
+		if _, err := tx.ExecContext(ctx, b.String(), args...); err != nil {
+			return fmt.Errorf("store: message keys: %w", err)
+		}
+	}
+	return nil
 }
 
 // Leave moves a joined caller to left; the session ends when no joined
@@ -366,10 +499,10 @@ func (s *Store) Reopen(ctx context.Context, id, caller string, invite []string, 
 		// A caller that left and may not reopen is refused alike whether
 		// the session is still ended or was reopened since.
 		if !t.mayReopen(caller) && (t.status(caller) == protocol.StatusLeft || t.state == protocol.StateEnded) {
-			return errNotJoined
+			return ErrNotJoined
 		}
 		if t.state == protocol.StateActive {
-			return errActive
+			return ErrSessionActive
 		}
 		// The reopened session's participants are the caller and the
 		// invitees: everyone else becomes left.

@@ -4,9 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"net/http"
 	"sort"
 	"strings"
 
@@ -68,6 +66,7 @@ func (p *participant) view() replay.View {
 type sessionTx struct {
 	ctx       context.Context
 	tx        *sql.Tx
+	d         dialect
 	now       int64
 	isNew     bool
 	id        string
@@ -88,38 +87,58 @@ type sessionTx struct {
 
 func (s *Store) newSession(ctx context.Context, tx *sql.Tx, creator, topic string) *sessionTx {
 	now := s.nowMs()
-	return &sessionTx{ctx: ctx, tx: tx, now: now, isNew: true, id: protocol.NewSessionID(), topic: topic,
+	return &sessionTx{ctx: ctx, tx: tx, d: s.d, now: now, isNew: true, id: protocol.NewSessionID(), topic: topic,
 		state: protocol.StateActive, createdBy: creator, createdAt: now,
 		parts: map[string]*participant{}, dirty: map[string]bool{}}
 }
 
-// lockSession loads and locks a session and its participants. A session that
-// does not exist is ErrNotFound.
+// lockSession loads and locks one session and its participants. A session
+// that does not exist is ErrNotFound.
 func (s *Store) lockSession(ctx context.Context, tx *sql.Tx, id string) (*sessionTx, error) {
-	st := &sessionTx{ctx: ctx, tx: tx, now: s.nowMs(), id: id, parts: map[string]*participant{}, dirty: map[string]bool{}}
-	err := tx.QueryRowContext(ctx, `SELECT topic, state, created_by, created_at, ended_at, last_seq, send_and_end FROM sessions WHERE id = $1`+s.d.forUpdate, id).
-		Scan(&st.topic, &st.state, &st.createdBy, &st.createdAt, &st.endedAt, &st.lastSeq, &st.sendAndEnd)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, ErrNotFound
-	}
+	ts, err := s.lockSessions(ctx, tx, []string{id})
 	if err != nil {
-		return nil, fmt.Errorf("store: lock session: %w", err)
+		return nil, err
 	}
-	rows, err := tx.QueryContext(ctx, `SELECT handle, status, visible_through, last_change_seq, disconnected, invited_at, joined_at, left_at
-		FROM participants WHERE session_id = $1 ORDER BY COALESCE(invited_at, joined_at), handle`, id)
+	if t := ts[id]; t != nil {
+		return t, nil
+	}
+	return nil, ErrNotFound
+}
+
+// lockSessions locks and loads one or many sessions and their participants
+// in one statement (every session has at least its creator as participant);
+// sessions that do not exist are absent from the result. Rows are locked in
+// session id order, so concurrent transactions cannot deadlock.
+func (s *Store) lockSessions(ctx context.Context, tx *sql.Tx, ids []string) (map[string]*sessionTx, error) {
+	out := make(map[string]*sessionTx, len(ids))
+	in, args := inList(ids, 1)
+	rows, err := tx.QueryContext(ctx, `SELECT s.id, s.topic, s.state, s.created_by, s.created_at, s.ended_at, s.last_seq, s.send_and_end,
+			p.handle, p.status, p.visible_through, p.last_change_seq, p.disconnected, p.invited_at, p.joined_at, p.left_at
+		FROM sessions s JOIN participants p ON p.session_id = s.id
+		WHERE s.id IN (`+in+`) ORDER BY s.id, COALESCE(p.invited_at, p.joined_at), p.handle`+s.d.forUpdateOfSessions, args...)
 	if err != nil {
-		return nil, fmt.Errorf("store: load participants: %w", err)
+		return nil, fmt.Errorf("store: lock sessions: %w", err)
 	}
 	defer rows.Close()
+	now := s.nowMs()
 	for rows.Next() {
+		var r sessionTx
 		p := &participant{}
-		if err := rows.Scan(&p.handle, &p.status, &p.visibleThrough, &p.lastChangeSeq, &p.disconnected, &p.invitedAt, &p.joinedAt, &p.leftAt); err != nil {
-			return nil, fmt.Errorf("store: load participants: %w", err)
+		if err := rows.Scan(&r.id, &r.topic, &r.state, &r.createdBy, &r.createdAt, &r.endedAt, &r.lastSeq, &r.sendAndEnd,
+			&p.handle, &p.status, &p.visibleThrough, &p.lastChangeSeq, &p.disconnected, &p.invitedAt, &p.joinedAt, &p.leftAt); err != nil {
+			return nil, fmt.Errorf("store: lock sessions: %w", err)
 		}
-		st.parts[p.handle] = p
-		st.order = append(st.order, p.handle)
+		t := out[r.id]
+		if t == nil {
+			t = &sessionTx{ctx: ctx, tx: tx, d: s.d, now: now, id: r.id, topic: r.topic, state: r.state, createdBy: r.createdBy,
+				createdAt: r.createdAt, endedAt: r.endedAt, lastSeq: r.lastSeq, sendAndEnd: r.sendAndEnd,
+				parts: map[string]*participant{}, dirty: map[string]bool{}}
+			out[r.id] = t
+		}
+		t.parts[p.handle] = p
+		t.order = append(t.order, p.handle)
 	}
-	return st, rows.Err()
+	return out, rows.Err()
 }
 
 // participant returns h's participant row, creating an empty one if absent.
@@ -266,10 +285,10 @@ func (t *sessionTx) mustBeJoined(h string) error {
 		return err
 	}
 	if state == protocol.StateEnded {
-		return errEnded
+		return ErrSessionEnded
 	}
 	if t.status(h) != protocol.StatusJoined {
-		return errNotJoined
+		return ErrNotJoined
 	}
 	return nil
 }
@@ -294,7 +313,7 @@ func (t *sessionTx) mayReopen(h string) bool {
 func (t *sessionTx) checkFrameRecipients(handles []string) error {
 	for _, h := range handles {
 		if st := t.status(h); st != protocol.StatusJoined && st != protocol.StatusInvited {
-			return &protocol.Error{Status: http.StatusBadRequest, Code: "field-invalid", Field: "recipient_handle",
+			return &Error{Kind: KindNotParticipant, Field: "recipient_handle",
 				Message: fmt.Sprintf("recipient_handle %s is not a participant of this session", h)}
 		}
 	}
@@ -304,16 +323,14 @@ func (t *sessionTx) checkFrameRecipients(handles []string) error {
 // save writes the session row, the dirty participants and the new events.
 func (t *sessionTx) save() error {
 	ctx, tx := t.ctx, t.tx
+	var advance []*sessionTx
 	if t.isNew {
 		if _, err := tx.ExecContext(ctx, `INSERT INTO sessions (id, topic, state, created_by, created_at, ended_at, last_seq, send_and_end) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
 			t.id, t.topic, t.state, t.createdBy, t.createdAt, t.endedAt, t.lastSeq, t.sendAndEnd); err != nil {
 			return fmt.Errorf("store: insert session: %w", err)
 		}
 	} else if len(t.events) > 0 {
-		if _, err := tx.ExecContext(ctx, `UPDATE sessions SET state = $2, ended_at = $3, last_seq = $4, send_and_end = $5 WHERE id = $1`,
-			t.id, t.state, t.endedAt, t.lastSeq, t.sendAndEnd); err != nil {
-			return fmt.Errorf("store: update session: %w", err)
-		}
+		advance = []*sessionTx{t}
 	}
 	for h := range t.dirty {
 		p := t.parts[h]
@@ -326,30 +343,85 @@ func (t *sessionTx) save() error {
 			return fmt.Errorf("store: save participant: %w", err)
 		}
 	}
-	return insertEvents(ctx, tx, t.events)
+	return writeEvents(ctx, tx, t.d, t.events, advance)
 }
 
-// insertEvents writes events in one multi-row INSERT per 100 rows.
-func insertEvents(ctx context.Context, tx *sql.Tx, events []StoredEvent) error {
-	const cols = 8
-	for start := 0; start < len(events); start += 100 {
-		batch := events[start:min(start+100, len(events))]
+// eventsPerStatement bounds the rows of one multi-row INSERT of events.
+const eventsPerStatement = 100
+
+// writeEvents is the one insert of the event log: it appends events and
+// writes the state and counter (last_seq) of the existing sessions in
+// advance, whose events they are. On PostgreSQL, when the events fit one
+// statement, the sessions' UPDATE rides in the events' INSERT (a
+// data-modifying CTE): one round trip. Otherwise the events go in multi-row
+// INSERTs of at most eventsPerStatement rows, and the sessions in one UPDATE.
+func writeEvents(ctx context.Context, tx *sql.Tx, d dialect, events []StoredEvent, advance []*sessionTx) error {
+	if len(events) == 0 {
+		return nil
+	}
+	if d.dataModifyingCTE && len(advance) > 0 && len(events) <= eventsPerStatement {
 		var b strings.Builder
-		b.WriteString(`INSERT INTO events (session_id, sequence, event_id, type, subject, audience, created_at, body) VALUES `)
-		args := make([]any, 0, len(batch)*cols)
-		for i, e := range batch {
-			if i > 0 {
-				b.WriteString(", ")
-			}
-			n := i * cols
-			fmt.Fprintf(&b, "($%d, $%d, $%d, $%d, $%d, $%d, $%d, $%d)", n+1, n+2, n+3, n+4, n+5, n+6, n+7, n+8)
-			args = append(args, e.SessionID, e.Sequence, e.EventID, e.Type, e.Subject, encodeAudience(e.Audience), e.CreatedAt, string(e.Body))
+		args := sessionValues(&b, advance)
+		b.WriteString(`, u AS (` + updateSessionsFromV + `) `)
+		args = eventValues(&b, args, events)
+		if _, err := tx.ExecContext(ctx, b.String(), args...); err != nil {
+			return fmt.Errorf("store: append events: %w", err)
 		}
+		return nil
+	}
+	for start := 0; start < len(events); start += eventsPerStatement {
+		var b strings.Builder
+		args := eventValues(&b, nil, events[start:min(start+eventsPerStatement, len(events))])
 		if _, err := tx.ExecContext(ctx, b.String(), args...); err != nil {
 			return fmt.Errorf("store: insert events: %w", err)
 		}
 	}
+	if len(advance) == 0 {
+		return nil
+	}
+	var b strings.Builder
+	args := sessionValues(&b, advance)
+	b.WriteString(` ` + updateSessionsFromV)
+	if _, err := tx.ExecContext(ctx, b.String(), args...); err != nil {
+		return fmt.Errorf("store: advance sessions: %w", err)
+	}
 	return nil
+}
+
+// updateSessionsFromV writes the sessions listed in v (see sessionValues).
+const updateSessionsFromV = `UPDATE sessions SET state = v.state, ended_at = v.ended_at, last_seq = v.seq, send_and_end = v.send_and_end
+	FROM v WHERE sessions.id = v.id`
+
+// sessionValues writes "WITH v(...) AS (VALUES ...)", one row per session,
+// and returns its arguments.
+func sessionValues(b *strings.Builder, ts []*sessionTx) []any {
+	args := make([]any, 0, 5*len(ts))
+	b.WriteString(`WITH v(id, state, ended_at, seq, send_and_end) AS (VALUES `)
+	for i, t := range ts {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		n := len(args)
+		fmt.Fprintf(b, "($%d, CAST($%d AS TEXT), CAST($%d AS BIGINT), CAST($%d AS BIGINT), CAST($%d AS BOOLEAN))", n+1, n+2, n+3, n+4, n+5)
+		args = append(args, t.id, t.state, t.endedAt, t.lastSeq, t.sendAndEnd)
+	}
+	b.WriteString(`)`)
+	return args
+}
+
+// eventValues writes the multi-row INSERT of events, numbering its
+// placeholders after args, and returns args with the events' values.
+func eventValues(b *strings.Builder, args []any, events []StoredEvent) []any {
+	b.WriteString(`INSERT INTO events (session_id, sequence, event_id, type, subject, audience, created_at, body) VALUES `)
+	for i, e := range events {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		n := len(args)
+		fmt.Fprintf(b, "($%d, $%d, $%d, $%d, $%d, $%d, $%d, $%d)", n+1, n+2, n+3, n+4, n+5, n+6, n+7, n+8)
+		args = append(args, e.SessionID, e.Sequence, e.EventID, e.Type, e.Subject, encodeAudience(e.Audience), e.CreatedAt, string(e.Body))
+	}
+	return args
 }
 
 // Audiences are stored as ",@a.b,@c.d," so a LIKE '%,@a.b,%' prefilter works

@@ -20,6 +20,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx"
@@ -37,7 +38,14 @@ type Store struct {
 	now   func() time.Time
 	batch *batcher       // group commit of messages; nil = one transaction per message
 	bg    sync.WaitGroup // committers
+	// txTimeout bounds each request transaction (inTx); 0 means
+	// requestTxTimeout. Tests shorten it.
+	txTimeout time.Duration
+	closed    atomic.Bool // set by Close: writes are ErrClosed
 }
+
+// requestTxTimeout bounds a request's write transaction.
+const requestTxTimeout = 30 * time.Second
 
 // Open connects to the database named by url, runs pending migrations and
 // returns a Store. A url starting with postgres:// or postgresql:// selects
@@ -102,8 +110,10 @@ func (s *Store) SetClock(now func() time.Time) { s.now = now }
 
 func (s *Store) nowMs() int64 { return s.now().UnixMilli() }
 
-// Close releases the database connections.
+// Close releases the database connections. Writes after Close (a message
+// queued for group commit included) fail at once with ErrClosed.
 func (s *Store) Close() error {
+	s.closed.Store(true)
 	s.stopBatcher()
 	err := s.read.Close()
 	if s.write != s.read {
@@ -134,14 +144,33 @@ func (s *Store) migrate(ctx context.Context) error {
 	return nil
 }
 
-// inTx runs fn in a write transaction and commits it. fn's error rolls back.
+// inTx runs fn in a request's write transaction and commits it. fn's error
+// rolls back.
 //
 // The transaction does not follow the caller's cancellation (a client that
 // hangs up must not leave a commit half-reported: the caller publishes what
 // committed); it is bounded by a timeout of its own instead.
 func (s *Store) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-	defer cancel()
+	timeout := s.txTimeout
+	if timeout == 0 {
+		timeout = requestTxTimeout
+	}
+	return s.runTx(ctx, timeout, fn)
+}
+
+// runTx runs fn in a write transaction bounded by timeout (0: unbounded,
+// for an import, which lasts as long as its input takes to arrive) and
+// commits it. fn's error rolls back.
+func (s *Store) runTx(ctx context.Context, timeout time.Duration, fn func(tx *sql.Tx) error) error {
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	ctx = context.WithoutCancel(ctx)
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
 	tx, err := s.write.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("store: begin: %w", err)
