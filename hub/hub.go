@@ -48,7 +48,7 @@ type Config struct {
 // DefaultConfig is the hub configuration aspd uses unless told otherwise.
 func DefaultConfig() Config {
 	return Config{RingSize: 256, MaxLag: 4096, WriteTimeout: 10 * time.Second, CursorFlushInterval: 250 * time.Millisecond,
-		ConfirmInterval: 50 * time.Millisecond, ReadBatch: 500}
+		ConfirmInterval: time.Second, ReadBatch: 500}
 }
 
 // Presence is told when an agent's first connection opens and its last one
