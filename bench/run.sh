@@ -31,7 +31,12 @@ start_aspd() {
 }
 stop_aspd() { [ -n "$PID" ] && kill "$PID" && wait "$PID" 2>/dev/null || true; PID=; }
 trap stop_aspd EXIT
-bench() { "$OUT/aspbench" --server "http://$ADDR" --pid "$PID" "$@"; }
+bench() {
+	"$OUT/aspbench" --server "http://$ADDR" --pid "$PID" "$@"
+	# Delivery counters of the run: pings that confirmed, events written.
+	curl -fs -H "Authorization: Bearer $ASPBENCH_ADMIN_TOKEN" "http://$ADDR/metrics" |
+		grep -E '^aspd_(events_delivered_total|delivery_confirms_total|delivery_acks_total|slow_consumers_total) ' || true
+}
 
 run() {
 	case $1 in

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Compares two builds of aspd on the same scenarios, alternating them so
+# that drift in the machine's load hits both alike: REV (a git revision,
+# built in a temporary worktree) against the working tree.
+#
+#   bench/compare.sh 949084b               # chat and replay, 2 rounds
+#   ROUNDS=3 bench/compare.sh HEAD~5 chat chat-rate
+#
+# Each scenario is bench/run.sh's; the output keeps the throughput and
+# latency lines of each run, labelled "base" (REV) or "new".
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+REV=${1:?usage: bench/compare.sh REV [scenario ...]}
+shift
+[ $# -eq 0 ] && set -- chat replay
+ROUNDS=${ROUNDS:-2}
+BASE=$(mktemp -d /tmp/aspd-compare.XXXXXX)
+trap 'git worktree remove --force "$BASE" >/dev/null 2>&1 || true' EXIT
+git worktree add --detach "$BASE" "$REV" >/dev/null
+# The base runs this tree's bench/run.sh, so both sides report alike.
+cp bench/run.sh "$BASE/bench/run.sh"
+for round in $(seq "$ROUNDS"); do
+	for side in base new; do
+		dir=$BASE; [ "$side" = new ] && dir=$PWD
+		for sc in "$@"; do
+			echo "=== $side $sc (round $round)"
+			(cd "$dir" && OUT=/tmp/aspd-compare-$side bash bench/run.sh "$sc" 2>&1) |
+				grep -E 'accepted_msgs_per_s|send_to_deliver |replay_ms|last_recipient|events_replayed|^aspd_|errors:|load average' || true
+		done
+	done
+done
