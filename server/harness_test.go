@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aspd/aspd/hub"
 	"github.com/aspd/aspd/internal/dbtest"
 	"github.com/aspd/aspd/protocol"
+	"github.com/aspd/aspd/replay"
 	"github.com/aspd/aspd/server"
 	"github.com/aspd/aspd/store"
 )
@@ -43,7 +43,7 @@ func newEnv(t *testing.T, url string, tune func(*server.Config)) *env {
 		GraceWindow:    time.Minute,
 		PingInterval:   time.Minute,
 		WSReadLimit:    1 << 16,
-		Hub:            hub.DefaultConfig(),
+		Hub:            replay.DefaultConfig(),
 		Frames:         server.DefaultFramesConfig(),
 	}
 	if tune != nil {

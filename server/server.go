@@ -23,9 +23,9 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/aspd/aspd/hub"
 	"github.com/aspd/aspd/internal/app"
 	"github.com/aspd/aspd/protocol"
+	"github.com/aspd/aspd/replay"
 	"github.com/aspd/aspd/store"
 )
 
@@ -37,7 +37,7 @@ type Config struct {
 	GraceWindow    time.Duration // how long a disconnected agent stays joined
 	PingInterval   time.Duration // WebSocket keepalive
 	WSReadLimit    int64         // largest client-to-server WebSocket message
-	Hub            hub.Config
+	Hub            replay.Config
 	Frames         FramesConfig
 	// Per-agent request rates (token buckets); a rate of 0 disables the limit.
 	ContactRate  float64 // POST /sessions, /invite, /reopen: contact attempts

@@ -10,7 +10,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/aspd/aspd/internal/app"
-	"github.com/aspd/aspd/streams"
+	"github.com/aspd/aspd/internal/framefeed"
 )
 
 // openStream is GET /stream: the caller's per-handle stream of frames as
@@ -50,7 +50,7 @@ func (s *Server) openStream(c echo.Context) error {
 		}
 	}
 	var buf bytes.Buffer
-	send := func(d streams.Delivery) error {
+	send := func(d framefeed.Delivery) error {
 		buf.Reset()
 		fmt.Fprintf(&buf, "id: %s\nevent: %s\ndata: %s\n\n", d.ID, d.Kind, d.Data)
 		return write(buf.Bytes())

@@ -6,8 +6,8 @@ import (
 	"testing"
 
 	"github.com/aspd/aspd/internal/dbtest"
+	"github.com/aspd/aspd/internal/visibility"
 	"github.com/aspd/aspd/protocol"
-	"github.com/aspd/aspd/replay"
 	"github.com/aspd/aspd/store"
 )
 
@@ -115,17 +115,17 @@ func TestCursorsAndPendingSessions(t *testing.T) {
 			return sid
 		})
 
-		var cursors []replay.Cursor
+		var cursors []visibility.Cursor
 		for _, ss := range all {
 			if ss.cursor >= 0 {
-				cursors = append(cursors, replay.Cursor{Handle: b, SessionID: ss.id, Seq: ss.cursor})
+				cursors = append(cursors, visibility.Cursor{Handle: b, SessionID: ss.id, Seq: ss.cursor})
 			}
 		}
 		// A stale value first: SaveCursors overwrites.
-		must(t, s.SaveCursors(bg, []replay.Cursor{{Handle: b, SessionID: all[0].id, Seq: 1}}))
+		must(t, s.SaveCursors(bg, []visibility.Cursor{{Handle: b, SessionID: all[0].id, Seq: 1}}))
 		must(t, s.SaveCursors(bg, cursors))
 		// Another agent's cursors are independent.
-		must(t, s.SaveCursors(bg, []replay.Cursor{{Handle: a, SessionID: all[0].id, Seq: 3}}))
+		must(t, s.SaveCursors(bg, []visibility.Cursor{{Handle: a, SessionID: all[0].id, Seq: 3}}))
 
 		for _, ss := range all {
 			got, err := s.Cursor(bg, b, ss.id)
@@ -191,7 +191,7 @@ func TestCursorsAndPendingSessions(t *testing.T) {
 		// Delivering everything empties the list.
 		cursors = cursors[:0]
 		for _, ss := range all[:len(all)-1] {
-			cursors = append(cursors, replay.Cursor{Handle: b, SessionID: ss.id, Seq: lastSeq(fullLog(t, s, ss.id))})
+			cursors = append(cursors, visibility.Cursor{Handle: b, SessionID: ss.id, Seq: lastSeq(fullLog(t, s, ss.id))})
 		}
 		must(t, s.SaveCursors(bg, cursors))
 		pending, err = s.PendingSessions(bg, b)
@@ -207,9 +207,9 @@ func TestSaveCursorsLargeBatch(t *testing.T) {
 	t.Parallel()
 	dbtest.ForEach(t, func(t *testing.T, url string) {
 		s := open(t, url)
-		var batch []replay.Cursor
+		var batch []visibility.Cursor
 		for i := range 450 {
-			batch = append(batch, replay.Cursor{Handle: "@a.one", SessionID: "sess_" + string(rune('A'+i%26)) + string(rune('A'+i/26)), Seq: int64(i + 1)})
+			batch = append(batch, visibility.Cursor{Handle: "@a.one", SessionID: "sess_" + string(rune('A'+i%26)) + string(rune('A'+i/26)), Seq: int64(i + 1)})
 		}
 		must(t, s.SaveCursors(bg, batch))
 		for _, i := range []int{0, 199, 200, 449} {

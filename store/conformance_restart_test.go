@@ -6,8 +6,8 @@ import (
 	"testing"
 
 	"github.com/aspd/aspd/internal/dbtest"
+	"github.com/aspd/aspd/internal/visibility"
 	"github.com/aspd/aspd/protocol"
-	"github.com/aspd/aspd/replay"
 	"github.com/aspd/aspd/store"
 )
 
@@ -38,7 +38,7 @@ func TestRestartDurability(t *testing.T) {
 		join(t, s1, ended, a)
 		_, err = s1.End(bg, ended, b)
 		must(t, err)
-		must(t, s1.SaveCursors(bg, []replay.Cursor{{Handle: b, SessionID: sid, Seq: 2}}))
+		must(t, s1.SaveCursors(bg, []visibility.Cursor{{Handle: b, SessionID: sid, Seq: 2}}))
 		_, err = s1.MarkOnline(bg, a)
 		must(t, err)
 

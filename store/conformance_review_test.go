@@ -10,8 +10,8 @@ import (
 	"testing"
 
 	"github.com/aspd/aspd/internal/dbtest"
+	"github.com/aspd/aspd/internal/visibility"
 	"github.com/aspd/aspd/protocol"
-	"github.com/aspd/aspd/replay"
 	"github.com/aspd/aspd/store"
 )
 
@@ -298,7 +298,7 @@ func TestReviewVisibleEventsPagesAreFull(t *testing.T) {
 			must(t, err)
 			var want []int64
 			for _, e := range fullLog(t, s, sid) {
-				if replay.Visible(view, e.Meta()) {
+				if visibility.Visible(view, e.Meta()) {
 					want = append(want, e.Sequence)
 				}
 			}

@@ -7,14 +7,14 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/aspd/aspd/internal/visibility"
 	"github.com/aspd/aspd/protocol"
-	"github.com/aspd/aspd/replay"
 )
 
 // Pending is one session with events an agent has not been delivered yet.
 type Pending struct {
 	SessionID string
-	View      replay.View
+	View      visibility.View
 	Cursor    int64 // highest sequence delivered
 	LastSeq   int64 // the session's head
 }
@@ -36,7 +36,7 @@ func (s *Store) PendingSessions(ctx context.Context, h string) ([]Pending, error
 	defer rows.Close()
 	var out []Pending
 	for rows.Next() {
-		p := Pending{View: replay.View{Handle: h}}
+		p := Pending{View: visibility.View{Handle: h}}
 		if err := rows.Scan(&p.SessionID, &p.View.Status, &p.View.VisibleThrough, &p.Cursor, &p.LastSeq); err != nil {
 			return nil, fmt.Errorf("store: pending sessions: %w", err)
 		}
@@ -59,7 +59,7 @@ func (s *Store) Cursor(ctx context.Context, h, sessionID string) (int64, error) 
 }
 
 // SaveCursors writes a batch of cursors in one statement per 200 rows.
-func (s *Store) SaveCursors(ctx context.Context, cursors []replay.Cursor) error {
+func (s *Store) SaveCursors(ctx context.Context, cursors []visibility.Cursor) error {
 	for start := 0; start < len(cursors); start += 200 {
 		batch := cursors[start:min(start+200, len(cursors))]
 		var b strings.Builder

@@ -18,8 +18,8 @@ import (
 	"testing"
 
 	"github.com/aspd/aspd/internal/dbtest"
+	"github.com/aspd/aspd/internal/visibility"
 	"github.com/aspd/aspd/protocol"
-	"github.com/aspd/aspd/replay"
 	"github.com/aspd/aspd/store"
 )
 
@@ -165,7 +165,7 @@ func ptPopulate(t *testing.T, s *store.Store) ptNet {
 	_, err = s.MarkOffline(ctx, ptSupport)
 	ptMust(t, err, "offline")
 
-	ptMust(t, s.SaveCursors(ctx, []replay.Cursor{
+	ptMust(t, s.SaveCursors(ctx, []visibility.Cursor{
 		{Handle: ptNick, SessionID: n.lifecycle, Seq: 3},
 		{Handle: ptSupport, SessionID: n.lifecycle, Seq: 2},
 		{Handle: ptBilling, SessionID: n.sendEnd, Seq: 2},
@@ -358,7 +358,7 @@ func TestPortableRoundTrip(t *testing.T) {
 			}
 
 			// Cursors.
-			for _, c := range []replay.Cursor{{Handle: ptNick, SessionID: n.lifecycle, Seq: 3}, {Handle: ptSupport, SessionID: n.lifecycle, Seq: 2},
+			for _, c := range []visibility.Cursor{{Handle: ptNick, SessionID: n.lifecycle, Seq: 3}, {Handle: ptSupport, SessionID: n.lifecycle, Seq: 2},
 				{Handle: ptBilling, SessionID: n.sendEnd, Seq: 2}, {Handle: ptSupport, SessionID: n.bulk, Seq: 100}, {Handle: ptEve, SessionID: n.blocked, Seq: 0}} {
 				got, err := dst.Cursor(ctx, c.Handle, c.SessionID)
 				ptMust(t, err, "cursor")

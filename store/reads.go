@@ -7,14 +7,14 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/aspd/aspd/internal/visibility"
 	"github.com/aspd/aspd/protocol"
-	"github.com/aspd/aspd/replay"
 )
 
 // View returns h's eligibility view of a session, or ErrNotFound when h has
 // never been a participant.
-func (s *Store) View(ctx context.Context, sessionID, h string) (replay.View, error) {
-	v := replay.View{Handle: h}
+func (s *Store) View(ctx context.Context, sessionID, h string) (visibility.View, error) {
+	v := visibility.View{Handle: h}
 	err := s.read.QueryRowContext(ctx, `SELECT status, visible_through FROM participants WHERE session_id = $1 AND handle = $2`,
 		sessionID, h).Scan(&v.Status, &v.VisibleThrough)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -89,7 +89,7 @@ func (s *Store) AdminSession(ctx context.Context, id string) (*protocol.Session,
 }
 
 // EventsAfter returns up to limit events of a session with sequence > after,
-// in order, unfiltered. Callers filter with replay.Visible.
+// in order, unfiltered. Callers filter with visibility.Visible.
 func (s *Store) EventsAfter(ctx context.Context, sessionID string, after int64, limit int) ([]StoredEvent, error) {
 	return s.queryEvents(ctx, `SELECT session_id, sequence, event_id, type, subject, audience, created_at, body FROM events
 		WHERE session_id = $1 AND sequence > $2 ORDER BY sequence LIMIT $3`, sessionID, after, limit)
@@ -117,7 +117,7 @@ func (s *Store) queryEvents(ctx context.Context, query string, args ...any) ([]S
 
 // VisibleEvents returns up to limit events after `after` that viewer may see,
 // and whether more visible events may follow. The SQL narrows the scan to
-// candidate rows; replay.Visible makes the decision. A page is short only at
+// candidate rows; visibility.Visible makes the decision. A page is short only at
 // the end of the log: should candidates turn out invisible, it reads on.
 func (s *Store) VisibleEvents(ctx context.Context, sessionID, viewer string, after int64, limit int) ([]StoredEvent, bool, error) {
 	v, err := s.View(ctx, sessionID, viewer)
@@ -132,7 +132,7 @@ func (s *Store) VisibleEvents(ctx context.Context, sessionID, viewer string, aft
 			return nil, false, err
 		}
 		for _, e := range rows {
-			if replay.Visible(v, e.Meta()) {
+			if visibility.Visible(v, e.Meta()) {
 				out = append(out, e)
 			}
 		}
@@ -149,8 +149,8 @@ func (s *Store) VisibleEvents(ctx context.Context, sessionID, viewer string, aft
 }
 
 // candidates returns up to n events after `after` that may be visible to v:
-// exactly those replay.Visible admits, unless the SQL and Visible disagree.
-func (s *Store) candidates(ctx context.Context, sessionID string, v replay.View, after int64, n int) ([]StoredEvent, error) {
+// exactly those visibility.Visible admits, unless the SQL and Visible disagree.
+func (s *Store) candidates(ctx context.Context, sessionID string, v visibility.View, after int64, n int) ([]StoredEvent, error) {
 	return s.queryEvents(ctx, `SELECT session_id, sequence, event_id, type, subject, audience, created_at, body FROM events
 		WHERE session_id = $1 AND sequence > $2
 		  AND (sequence <= $3 OR (type = 'session.invited' AND subject = $4) OR audience LIKE $5 ESCAPE '!')

@@ -5,8 +5,8 @@ import (
 	"testing"
 
 	"github.com/aspd/aspd/internal/dbtest"
+	"github.com/aspd/aspd/internal/visibility"
 	"github.com/aspd/aspd/protocol"
-	"github.com/aspd/aspd/replay"
 )
 
 func TestLikeEscape(t *testing.T) {
@@ -17,7 +17,7 @@ func TestLikeEscape(t *testing.T) {
 	}
 }
 
-// The SQL prefilter of the eligible log admits exactly what replay.Visible
+// The SQL prefilter of the eligible log admits exactly what visibility.Visible
 // admits: an audience naming a handle that "_" would match as a LIKE
 // wildcard is not the viewer's.
 func TestCandidatesAreExactlyTheVisibleEvents(t *testing.T) {
@@ -63,7 +63,7 @@ func TestCandidatesAreExactlyTheVisibleEvents(t *testing.T) {
 			}
 			var want []int64
 			for _, e := range all {
-				if replay.Visible(view, e.Meta()) {
+				if visibility.Visible(view, e.Meta()) {
 					want = append(want, e.Sequence)
 				}
 			}

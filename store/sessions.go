@@ -8,8 +8,8 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/aspd/aspd/internal/visibility"
 	"github.com/aspd/aspd/protocol"
-	"github.com/aspd/aspd/replay"
 	"github.com/aspd/aspd/trust"
 )
 
@@ -64,7 +64,7 @@ func (s *Store) CreateSession(ctx context.Context, req CreateSession) (protocol.
 		t := s.newSession(ctx, tx, req.Creator, req.Topic)
 		creator := t.participant(req.Creator)
 		creator.status = protocol.StatusJoined
-		creator.visibleThrough = replay.Joined
+		creator.visibleThrough = visibility.Joined
 		creator.joinedAt = sql.NullInt64{Int64: t.now, Valid: true}
 		var initial *protocol.Message
 		if req.Initial != nil {
@@ -218,7 +218,7 @@ func (s *Store) Join(ctx context.Context, id, caller string) (*Commit, error) {
 		}
 		p := t.participant(caller)
 		p.status = protocol.StatusJoined
-		p.visibleThrough = replay.Joined
+		p.visibleThrough = visibility.Joined
 		p.lastChangeSeq = t.nextSeq()
 		p.joinedAt = sql.NullInt64{Int64: t.now, Valid: true}
 		_, err := t.append(protocol.EventJoined, caller, nil, protocol.AgentPayload{Agent: caller})
@@ -536,7 +536,7 @@ func (s *Store) Reopen(ctx context.Context, id, caller string, invite []string, 
 			// A send-and-end invitee replying: it becomes the joined reopener.
 			p = t.participant(caller)
 			p.status = protocol.StatusJoined
-			p.visibleThrough = replay.Joined
+			p.visibleThrough = visibility.Joined
 			p.lastChangeSeq = seq
 			p.joinedAt = sql.NullInt64{Int64: t.now, Valid: true}
 			p.leftAt = sql.NullInt64{}

@@ -8,8 +8,8 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/aspd/aspd/internal/visibility"
 	"github.com/aspd/aspd/protocol"
-	"github.com/aspd/aspd/replay"
 )
 
 // StoredEvent is one event of the log: its wire bytes plus what eligibility
@@ -26,8 +26,8 @@ type StoredEvent struct {
 }
 
 // Meta returns the eligibility view of the event.
-func (e *StoredEvent) Meta() replay.Meta {
-	return replay.Meta{Sequence: e.Sequence, Type: e.Type, Subject: e.Subject, Audience: e.Audience}
+func (e *StoredEvent) Meta() visibility.Meta {
+	return visibility.Meta{Sequence: e.Sequence, Type: e.Type, Subject: e.Subject, Audience: e.Audience}
 }
 
 // Commit is what one committed transaction appended to one session, and who
@@ -41,7 +41,7 @@ type Commit struct {
 	SessionID  string
 	Events     []StoredEvent
 	Recipients []string
-	Views      []replay.View
+	Views      []visibility.View
 }
 
 type participant struct {
@@ -56,8 +56,8 @@ type participant struct {
 	isNew          bool
 }
 
-func (p *participant) view() replay.View {
-	return replay.View{Handle: p.handle, Status: p.status, VisibleThrough: p.visibleThrough}
+func (p *participant) view() visibility.View {
+	return visibility.View{Handle: p.handle, Status: p.status, VisibleThrough: p.visibleThrough}
 }
 
 // sessionTx is one session's state inside a write transaction: the row is
@@ -233,7 +233,7 @@ func (t *sessionTx) leave(h, reason string, silent bool) error {
 	}
 	p.leftAt = sql.NullInt64{Int64: t.now, Valid: true}
 	p.disconnected = false
-	if p.visibleThrough == replay.Joined {
+	if p.visibleThrough == visibility.Joined {
 		p.visibleThrough = seq
 		if silent {
 			p.visibleThrough = seq - 1
@@ -457,14 +457,14 @@ func (t *sessionTx) commit() *Commit {
 		}
 		v := p.view()
 		for i := range t.events {
-			if replay.Visible(v, t.events[i].Meta()) {
+			if visibility.Visible(v, t.events[i].Meta()) {
 				c.Recipients = append(c.Recipients, h)
 				break
 			}
 		}
 	}
 	sort.Strings(c.Recipients)
-	c.Views = make([]replay.View, len(c.Recipients))
+	c.Views = make([]visibility.View, len(c.Recipients))
 	for i, h := range c.Recipients {
 		c.Views[i] = t.parts[h].view()
 	}

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/aspd/aspd/hub"
 	"github.com/aspd/aspd/protocol"
+	"github.com/aspd/aspd/replay"
 	"github.com/aspd/aspd/server"
 )
 
@@ -26,7 +26,7 @@ type config struct {
 	limits         protocol.Limits
 	pingInterval   time.Duration
 	wsReadLimit    int64
-	hub            hub.Config
+	hub            replay.Config
 	frames         server.FramesConfig
 	frameRate      string
 	contactRate    string
@@ -127,7 +127,7 @@ func parseConfig(args []string) (*config, error) {
 	fs := flag.NewFlagSet("aspd", flag.ContinueOnError)
 	e := &envFlags{fs: fs}
 	lim := protocol.DefaultLimits()
-	hc := hub.DefaultConfig()
+	hc := replay.DefaultConfig()
 	fc := server.DefaultFramesConfig()
 	e.str(&c.contactRate, "contact-rate", "0", "contact attempts (POST /sessions, /invite, /reopen) per agent per second; 0 = unlimited (429 rate_limited with Retry-After beyond)")
 	e.int(&c.contactBurst, "contact-burst", 20, "contact attempts an agent may make in a burst")

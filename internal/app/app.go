@@ -17,17 +17,17 @@ import (
 	"sync"
 	"time"
 
-	"github.com/aspd/aspd/hub"
+	"github.com/aspd/aspd/internal/framefeed"
 	"github.com/aspd/aspd/protocol"
+	"github.com/aspd/aspd/replay"
 	"github.com/aspd/aspd/store"
-	"github.com/aspd/aspd/streams"
 )
 
 // Config is what the application layer needs to decide requests.
 type Config struct {
 	Limits      protocol.Limits
 	GraceWindow time.Duration // how long a disconnected agent stays joined
-	Hub         hub.Config
+	Hub         replay.Config
 	Frames      FramesConfig
 	// Per-agent request rates (token buckets); a rate of 0 disables the limit.
 	ContactRate  float64 // session creation, invitations, reopening: contact attempts
@@ -41,8 +41,8 @@ type Config struct {
 type App struct {
 	cfg     Config
 	st      *store.Store
-	hub     *hub.Hub
-	streams *streams.Registry
+	hub     *replay.Hub
+	streams *framefeed.Registry
 	log     *slog.Logger
 	auth    *authCache
 
@@ -59,19 +59,19 @@ type App struct {
 // background work and Close to stop.
 func New(cfg Config, st *store.Store, log *slog.Logger) *App {
 	a := &App{cfg: cfg, st: st, log: log, auth: newAuthCache(), stop: make(chan struct{}),
-		streams: streams.New(cfg.Frames.Retention), frames: newRateLimiter(cfg.Frames.RatePerSecond, cfg.Frames.Burst)}
+		streams: framefeed.New(cfg.Frames.Retention), frames: newRateLimiter(cfg.Frames.RatePerSecond, cfg.Frames.Burst)}
 	if cfg.ContactRate > 0 {
 		a.contacts = newRateLimiter(cfg.ContactRate, max(cfg.ContactBurst, 1))
 	}
 	if cfg.MessageRate > 0 {
 		a.messages = newRateLimiter(cfg.MessageRate, max(cfg.MessageBurst, 1))
 	}
-	a.hub = hub.New(cfg.Hub, st, presence{a}, log)
+	a.hub = replay.New(cfg.Hub, st, presence{a}, log)
 	return a
 }
 
 // Hub returns the delivery hub (for attaching connections and metrics).
-func (a *App) Hub() *hub.Hub { return a.hub }
+func (a *App) Hub() *replay.Hub { return a.hub }
 
 // Store returns the store (for health checks).
 func (a *App) Store() *store.Store { return a.st }

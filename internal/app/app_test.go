@@ -12,9 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aspd/aspd/hub"
 	"github.com/aspd/aspd/internal/dbtest"
 	"github.com/aspd/aspd/protocol"
+	"github.com/aspd/aspd/replay"
 	"github.com/aspd/aspd/store"
 )
 
@@ -28,7 +28,7 @@ func newApp(t *testing.T, url string, tune func(*Config)) *App {
 	if err != nil {
 		t.Fatalf("store.Open: %v", err)
 	}
-	cfg := Config{Limits: protocol.DefaultLimits(), GraceWindow: time.Minute, Hub: hub.DefaultConfig(), Frames: DefaultFramesConfig()}
+	cfg := Config{Limits: protocol.DefaultLimits(), GraceWindow: time.Minute, Hub: replay.DefaultConfig(), Frames: DefaultFramesConfig()}
 	if tune != nil {
 		tune(&cfg)
 	}

@@ -9,8 +9,8 @@ import (
 	"net/http"
 	"sync"
 
-	"github.com/aspd/aspd/hub"
 	"github.com/aspd/aspd/protocol"
+	"github.com/aspd/aspd/replay"
 	"github.com/aspd/aspd/store"
 )
 
@@ -70,7 +70,7 @@ func (a *App) stillValid(handle, token string) bool {
 // authentications, WebSocket connections and frame streams.
 func (a *App) cutOff(handle, reason string) {
 	a.auth.evict(handle)
-	a.hub.Disconnect(handle, hub.CloseUnauthorized, reason)
+	a.hub.Disconnect(handle, replay.CloseUnauthorized, reason)
 	a.streams.Disconnect(handle)
 }
 

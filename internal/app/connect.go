@@ -3,7 +3,7 @@ package app
 import (
 	"context"
 
-	"github.com/aspd/aspd/hub"
+	"github.com/aspd/aspd/replay"
 )
 
 // Connect attaches a live event connection of caller, authenticated by
@@ -11,13 +11,13 @@ import (
 // registered: a rotation or revocation that raced the handshake closes it
 // (4001) rather than leaving it open. The caller starts the connection
 // (Conn.Start) once its transport is ready.
-func (a *App) Connect(ctx context.Context, caller, token string, tr hub.Transport) (*hub.Conn, error) {
+func (a *App) Connect(ctx context.Context, caller, token string, tr replay.Transport) (*replay.Conn, error) {
 	conn, err := a.hub.Attach(ctx, caller, tr)
 	if err != nil {
 		return nil, err
 	}
 	if !a.stillValid(caller, token) {
-		conn.Close(hub.CloseUnauthorized, "token revoked")
+		conn.Close(replay.CloseUnauthorized, "token revoked")
 	}
 	return conn, nil
 }

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aspd/aspd/hub"
 	"github.com/aspd/aspd/protocol"
+	"github.com/aspd/aspd/replay"
 )
 
 // fakeTransport records what a connection is sent.
@@ -96,8 +96,8 @@ func TestConnectAndPresence(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, code := stale.state(); code != hub.CloseUnauthorized {
-			t.Fatalf("stale token: close code %d, want %d", code, hub.CloseUnauthorized)
+		if _, code := stale.state(); code != replay.CloseUnauthorized {
+			t.Fatalf("stale token: close code %d, want %d", code, replay.CloseUnauthorized)
 		}
 		sconn.Finish()
 		conn.Close(1000, "done")

@@ -7,10 +7,10 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/aspd/aspd/internal/framefeed"
 	"github.com/aspd/aspd/protocol"
 	"github.com/aspd/aspd/protocol/frame"
 	"github.com/aspd/aspd/store"
-	"github.com/aspd/aspd/streams"
 	"github.com/aspd/aspd/trust"
 )
 
@@ -77,7 +77,7 @@ func (a *App) SubmitFrame(ctx context.Context, caller string, req FrameSubmissio
 
 // authoriseScope maps a scope onto stream targets and checks that the sender
 // may address it. exact says whether the delivered count may be revealed.
-func (a *App) authoriseScope(ctx context.Context, me string, fr *frame.Frame, sc frame.Scope) (*streams.Target, bool, error) {
+func (a *App) authoriseScope(ctx context.Context, me string, fr *frame.Frame, sc frame.Scope) (*framefeed.Target, bool, error) {
 	switch sc.Kind {
 	case frame.ScopeAccord:
 		return nil, false, frameErr(http.StatusNotImplemented, frame.CodeScopeUnimplemented, "scope", "accord: scopes are not implemented by this operator")
@@ -102,7 +102,7 @@ func (a *App) authoriseScope(ctx context.Context, me string, fr *frame.Frame, sc
 		if from == nil {
 			return nil, false, store.ErrNotFound
 		}
-		t := &streams.Target{Org: sc.Owner}
+		t := &framefeed.Target{Org: sc.Owner}
 		for _, m := range members {
 			if sc.Kind == frame.ScopeOrgRole && !contains(m.Roles, sc.Role) {
 				continue
@@ -131,7 +131,7 @@ func (a *App) authoriseScope(ctx context.Context, me string, fr *frame.Frame, sc
 			return nil, false, store.ErrNotFound
 		}
 	}
-	t := &streams.Target{Handles: []string{sc.Handle}}
+	t := &framefeed.Target{Handles: []string{sc.Handle}}
 	switch sc.Kind {
 	case frame.ScopeInstrumentPrefix:
 		t.PrefixOnly, t.InstrumentPrefix = true, sc.InstrumentPrefix
@@ -177,8 +177,8 @@ type StreamRequest struct {
 // ones the caller may still be shown), then live deliveries on Sub.C until
 // Sub.Dropped or App.Stopping. Close it when done.
 type Stream struct {
-	Sub    *streams.Subscription
-	Replay []streams.Delivery
+	Sub    *framefeed.Subscription
+	Replay []framefeed.Delivery
 	// Gap is true when frames after LastEventID are no longer retained.
 	Gap bool
 
@@ -232,7 +232,7 @@ func (a *App) OpenStream(ctx context.Context, caller, token string, req StreamRe
 // changed - or no longer exists. Frames me sent itself are always replayed.
 // The withheld frames are skipped silently, like frames the stream's filter
 // excludes; they are not a gap.
-func (a *App) replayable(ctx context.Context, me string, replay []streams.Replayed) ([]streams.Delivery, error) {
+func (a *App) replayable(ctx context.Context, me string, replay []framefeed.Replayed) ([]framefeed.Delivery, error) {
 	handles := []string{me}
 	for _, r := range replay {
 		if r.Sender != me && !contains(handles, r.Sender) {
@@ -252,7 +252,7 @@ func (a *App) replayable(ctx context.Context, me string, replay []streams.Replay
 			}
 		}
 	}
-	out := make([]streams.Delivery, 0, len(replay))
+	out := make([]framefeed.Delivery, 0, len(replay))
 	for _, r := range replay {
 		if allowed[r.Sender] {
 			out = append(out, r.Delivery)
@@ -262,6 +262,6 @@ func (a *App) replayable(ctx context.Context, me string, replay []streams.Replay
 }
 
 // Roster lists caller's own live streams, never anyone else's.
-func (a *App) Roster(caller string) []streams.StreamInfo {
+func (a *App) Roster(caller string) []framefeed.StreamInfo {
 	return a.streams.Roster(caller)
 }

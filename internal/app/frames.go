@@ -7,9 +7,9 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/aspd/aspd/internal/framefeed"
 	"github.com/aspd/aspd/protocol"
 	"github.com/aspd/aspd/protocol/frame"
-	"github.com/aspd/aspd/streams"
 )
 
 // FramesConfig configures agent-channel frames: validation, the ephemeral
@@ -22,7 +22,7 @@ type FramesConfig struct {
 	MaxStreams    int     // most open streams per agent
 	Keepalive     time.Duration
 	WriteTimeout  time.Duration
-	Retention     streams.Config
+	Retention     framefeed.Config
 	MaxFrameBytes int // largest frame on POST /frames
 }
 
@@ -30,7 +30,7 @@ type FramesConfig struct {
 func DefaultFramesConfig() FramesConfig {
 	return FramesConfig{Validation: frame.DefaultOptions(), RatePerSecond: 20, Burst: 40, MaxReach: 256, MaxStreams: 32,
 		Keepalive: 15 * time.Second, WriteTimeout: 10 * time.Second,
-		Retention: streams.Config{RetainCount: 64, RetainAge: time.Minute, RetainBytes: 32 << 20, Buffer: 256}, MaxFrameBytes: 64 << 10}
+		Retention: framefeed.Config{RetainCount: 64, RetainAge: time.Minute, RetainBytes: 32 << 20, Buffer: 256}, MaxFrameBytes: 64 << 10}
 }
 
 // frameError converts a frame validation error to an API error.

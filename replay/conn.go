@@ -1,4 +1,4 @@
-package hub
+package replay
 
 import (
 	"context"
@@ -6,7 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/aspd/aspd/replay"
+	"github.com/aspd/aspd/internal/visibility"
 )
 
 // WebSocket close codes aspd uses (docs/api.md, docs/delivery.md).
@@ -78,18 +78,18 @@ type Conn struct {
 // event at or below viewAt takes it instead of reading the store.
 type announce struct {
 	head   int64
-	view   replay.View
+	view   visibility.View
 	viewAt int64
 }
 
 // viewAsOf returns the carried view if it is valid at seq (reflects every
 // change up to seq).
-func (a *announce) viewAsOf(seq int64) (replay.View, bool) {
+func (a *announce) viewAsOf(seq int64) (visibility.View, bool) {
 	return a.view, a.viewAt > 0 && a.viewAt >= seq
 }
 
 type connSession struct {
-	view    replay.View
+	view    visibility.View
 	sent    int64
 	resetAt int64 // sequence of the own session.joined that last restarted the pull
 	// fromStart: this pull began at sequence 0 with the agent joined and it
@@ -98,8 +98,8 @@ type connSession struct {
 	fromStart bool
 }
 
-func newConnSession(v replay.View, cursor int64) *connSession {
-	return &connSession{view: v, sent: cursor, fromStart: cursor == 0 && v.VisibleThrough == replay.Joined}
+func newConnSession(v visibility.View, cursor int64) *connSession {
+	return &connSession{view: v, sent: cursor, fromStart: cursor == 0 && v.VisibleThrough == visibility.Joined}
 }
 
 // position is a connection's delivery state in one session, shared between

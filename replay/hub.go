@@ -1,4 +1,8 @@
-// Package hub routes committed session events to agents' live connections.
+// Package replay delivers committed session events to agents' WebSocket
+// connections by replaying each session's log from the connection's
+// confirmed position: a connection that reconnects after an outage replays
+// what it missed, and live delivery is the same replay keeping up with the
+// head.
 //
 // Publication carries whole commits, but connections do not receive pushed
 // events: each connection pulls, per session, everything after what it last
@@ -12,7 +16,7 @@
 // (attach, close, detach, presence), writer.go (announcements and the
 // writer that pulls and writes), confirm.go (confirmed delivery). LOCKS.md
 // lists every mutex and the order they are taken in.
-package hub
+package replay
 
 import (
 	"context"
@@ -22,17 +26,17 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/aspd/aspd/replay"
+	"github.com/aspd/aspd/internal/visibility"
 	"github.com/aspd/aspd/store"
 )
 
 // Store is what the hub reads and writes; *store.Store implements it.
 type Store interface {
 	EventsAfter(ctx context.Context, sessionID string, after int64, limit int) ([]store.StoredEvent, error)
-	View(ctx context.Context, sessionID, handle string) (replay.View, error)
+	View(ctx context.Context, sessionID, handle string) (visibility.View, error)
 	Cursor(ctx context.Context, handle, sessionID string) (int64, error)
 	PendingSessions(ctx context.Context, handle string) ([]store.Pending, error)
-	SaveCursors(ctx context.Context, cursors []replay.Cursor) error
+	SaveCursors(ctx context.Context, cursors []visibility.Cursor) error
 }
 
 // Config bounds the hub's memory and every connection's queue.
@@ -116,7 +120,7 @@ func (h *Hub) Publish(c *store.Commit) {
 	head := c.Events[len(c.Events)-1].Sequence
 	h.mu.Lock()
 	for i, handle := range c.Recipients {
-		var view *replay.View
+		var view *visibility.View
 		if i < len(c.Views) {
 			view = &c.Views[i]
 		}
@@ -267,7 +271,7 @@ func (h *Hub) evictRings() {
 // agent is ever ahead of the durable cursor's promise.
 func (h *Hub) flushCursors() {
 	h.mu.Lock()
-	var out []replay.Cursor
+	var out []visibility.Cursor
 	for handle, conns := range h.agents {
 		out = append(out, collectCursors(handle, conns, h.floors[handle])...)
 	}
@@ -275,7 +279,7 @@ func (h *Hub) flushCursors() {
 	h.saveCursors(out)
 }
 
-func (h *Hub) saveCursors(cs []replay.Cursor) {
+func (h *Hub) saveCursors(cs []visibility.Cursor) {
 	if len(cs) == 0 {
 		return
 	}
@@ -310,12 +314,12 @@ type floor struct {
 // lowest position among its live connections and its floors. A floor is
 // dropped once a connection opened after it has reached it. Called with
 // h.mu held.
-func collectCursors(handle string, conns map[*Conn]struct{}, floors map[string]floor) []replay.Cursor {
+func collectCursors(handle string, conns map[*Conn]struct{}, floors map[string]floor) []visibility.Cursor {
 	dirty := map[string]bool{}
 	for c := range conns {
 		c.takeDirtyPositions(dirty)
 	}
-	out := make([]replay.Cursor, 0, len(dirty))
+	out := make([]visibility.Cursor, 0, len(dirty))
 	for sid := range dirty {
 		low := int64(-1)
 		for c := range conns {
@@ -335,7 +339,7 @@ func collectCursors(handle string, conns map[*Conn]struct{}, floors map[string]f
 			}
 		}
 		if low >= 0 {
-			out = append(out, replay.Cursor{Handle: handle, SessionID: sid, Seq: low})
+			out = append(out, visibility.Cursor{Handle: handle, SessionID: sid, Seq: low})
 		}
 	}
 	return out

@@ -1,4 +1,4 @@
-package hub
+package replay
 
 import (
 	"context"
@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aspd/aspd/internal/visibility"
 	"github.com/aspd/aspd/protocol"
-	"github.com/aspd/aspd/replay"
 	"github.com/aspd/aspd/store"
 )
 
@@ -53,8 +53,8 @@ func (m *memStore) EventsAfter(_ context.Context, sid string, after int64, limit
 	return append([]store.StoredEvent(nil), out...), nil
 }
 
-func (m *memStore) View(_ context.Context, sid, h string) (replay.View, error) {
-	return replay.View{Handle: h, Status: "joined", VisibleThrough: replay.Joined}, nil
+func (m *memStore) View(_ context.Context, sid, h string) (visibility.View, error) {
+	return visibility.View{Handle: h, Status: "joined", VisibleThrough: visibility.Joined}, nil
 }
 
 func (m *memStore) Cursor(_ context.Context, h, sid string) (int64, error) {
@@ -70,13 +70,13 @@ func (m *memStore) PendingSessions(_ context.Context, h string) ([]store.Pending
 	for sid, evs := range m.events {
 		if c := m.cursors[h+"/"+sid]; int64(len(evs)) > c {
 			out = append(out, store.Pending{SessionID: sid, Cursor: c, LastSeq: int64(len(evs)),
-				View: replay.View{Handle: h, Status: "joined", VisibleThrough: replay.Joined}})
+				View: visibility.View{Handle: h, Status: "joined", VisibleThrough: visibility.Joined}})
 		}
 	}
 	return out, nil
 }
 
-func (m *memStore) SaveCursors(_ context.Context, cs []replay.Cursor) error {
+func (m *memStore) SaveCursors(_ context.Context, cs []visibility.Cursor) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, c := range cs {

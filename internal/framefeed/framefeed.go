@@ -1,11 +1,11 @@
-// Package streams holds the live per-handle Server-Sent Events subscriptions
+// Package framefeed holds the live per-handle Server-Sent Events subscriptions
 // of agent-channel frames: it expands a recipient scope against them at
 // delivery time, emits each frame once per matching stream, and keeps a
 // small, bounded retention so a re-opened stream can resume after
 // Last-Event-ID. Nothing here is durable: frames on this path are ephemeral
 // by design (draft "Agent-Channel Fan-Out" §8.3); durable frames ride in
 // session messages instead.
-package streams
+package framefeed
 
 import (
 	"fmt"

@@ -1,4 +1,4 @@
-package hub
+package replay
 
 import (
 	"context"
@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aspd/aspd/internal/visibility"
 	"github.com/aspd/aspd/protocol"
-	"github.com/aspd/aspd/replay"
 	"github.com/aspd/aspd/store"
 )
 
@@ -26,23 +26,23 @@ import (
 type logStore struct {
 	mu        sync.Mutex
 	events    map[string][]store.StoredEvent
-	views     map[string]replay.View // handle/session
-	cursors   map[string]int64       // handle/session
-	saves     [][]replay.Cursor      // every SaveCursors batch
+	views     map[string]visibility.View // handle/session
+	cursors   map[string]int64           // handle/session
+	saves     [][]visibility.Cursor      // every SaveCursors batch
 	failSave  bool
 	viewReads atomic.Int64
 }
 
 func newLogStore() *logStore {
-	return &logStore{events: map[string][]store.StoredEvent{}, views: map[string]replay.View{}, cursors: map[string]int64{}}
+	return &logStore{events: map[string][]store.StoredEvent{}, views: map[string]visibility.View{}, cursors: map[string]int64{}}
 }
 
-func joined(h string) replay.View {
-	return replay.View{Handle: h, Status: protocol.StatusJoined, VisibleThrough: replay.Joined}
+func joined(h string) visibility.View {
+	return visibility.View{Handle: h, Status: protocol.StatusJoined, VisibleThrough: visibility.Joined}
 }
 
 // setView sets h's view of a session, as a commit would.
-func (s *logStore) setView(sid string, v replay.View) {
+func (s *logStore) setView(sid string, v visibility.View) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.views[v.Handle+"/"+sid] = v
@@ -60,7 +60,7 @@ func (s *logStore) add(sid, typ, subject string, carry bool) *store.Commit {
 	c := &store.Commit{SessionID: sid, Events: []store.StoredEvent{e}}
 	var handles []string
 	for k, v := range s.views {
-		if k == v.Handle+"/"+sid && (v.Handle == subject || replay.Visible(v, e.Meta())) {
+		if k == v.Handle+"/"+sid && (v.Handle == subject || visibility.Visible(v, e.Meta())) {
 			handles = append(handles, v.Handle)
 		}
 	}
@@ -88,13 +88,13 @@ func (s *logStore) EventsAfter(_ context.Context, sid string, after int64, limit
 	return append([]store.StoredEvent(nil), out...), nil
 }
 
-func (s *logStore) View(_ context.Context, sid, h string) (replay.View, error) {
+func (s *logStore) View(_ context.Context, sid, h string) (visibility.View, error) {
 	s.viewReads.Add(1)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	v, ok := s.views[h+"/"+sid]
 	if !ok {
-		return replay.View{Handle: h}, store.ErrNotFound
+		return visibility.View{Handle: h}, store.ErrNotFound
 	}
 	return v, nil
 }
@@ -118,13 +118,13 @@ func (s *logStore) PendingSessions(_ context.Context, h string) ([]store.Pending
 	return out, nil
 }
 
-func (s *logStore) SaveCursors(_ context.Context, cs []replay.Cursor) error {
+func (s *logStore) SaveCursors(_ context.Context, cs []visibility.Cursor) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.failSave {
 		return errors.New("store down")
 	}
-	s.saves = append(s.saves, append([]replay.Cursor(nil), cs...))
+	s.saves = append(s.saves, append([]visibility.Cursor(nil), cs...))
 	for _, c := range cs {
 		s.cursors[c.Handle+"/"+c.SessionID] = c.Seq
 	}
@@ -359,7 +359,7 @@ func TestJoinRestartsAtOne(t *testing.T) {
 			st.setView(sid, joined(o))
 			st.add(sid, protocol.EventMessage, o, carry) // 1
 			st.add(sid, protocol.EventMessage, o, carry) // 2
-			st.setView(sid, replay.View{Handle: a, Status: protocol.StatusInvited})
+			st.setView(sid, visibility.View{Handle: a, Status: protocol.StatusInvited})
 			st.add(sid, protocol.EventInvited, a, carry) // 3
 			h := hubWith(t, st, nil, nil)
 			tr := newTestTransport()
@@ -386,7 +386,7 @@ func TestJoinRestartsAtOne(t *testing.T) {
 			// A leave at 6 (horizon 6) and two messages past it, published
 			// newest first: the writer hears of the newest view before it
 			// reaches the leave, and still stops at the horizon.
-			st.setView(sid, replay.View{Handle: a, Status: protocol.StatusLeft, VisibleThrough: 6})
+			st.setView(sid, visibility.View{Handle: a, Status: protocol.StatusLeft, VisibleThrough: 6})
 			c6 := st.add(sid, protocol.EventLeft, a, carry) // 6
 			c7 := st.add(sid, protocol.EventMessage, o, carry)
 			c8 := st.add(sid, protocol.EventMessage, o, carry)
@@ -404,7 +404,7 @@ func TestJoinRestartsAtOne(t *testing.T) {
 			trb := newTestTransport()
 			cb := attachStart(t, h, b, trb)
 			waitFor(t, "b's replay", func() bool { return trb.count() == 8 })
-			st.setView(sid, replay.View{Handle: b, Status: protocol.StatusLeft, VisibleThrough: 8})
+			st.setView(sid, visibility.View{Handle: b, Status: protocol.StatusLeft, VisibleThrough: 8})
 			h.Publish(st.add(sid, protocol.EventLeft, b, carry)) // 9, silent
 			h.Publish(st.add(sid, protocol.EventMessage, o, carry))
 			time.Sleep(30 * time.Millisecond)
@@ -502,7 +502,7 @@ func TestCursorFlushBatching(t *testing.T) {
 	if n := st.saveCount(); n != 1 {
 		t.Fatalf("%d SaveCursors calls for one flush, want 1", n)
 	}
-	want := []replay.Cursor{{Handle: "@a.b", SessionID: "sess_1", Seq: 2}, {Handle: "@a.b", SessionID: "sess_2", Seq: 2}, {Handle: "@a.b", SessionID: "sess_3", Seq: 2}}
+	want := []visibility.Cursor{{Handle: "@a.b", SessionID: "sess_1", Seq: 2}, {Handle: "@a.b", SessionID: "sess_2", Seq: 2}, {Handle: "@a.b", SessionID: "sess_3", Seq: 2}}
 	if got := st.saves[0]; !slices.Equal(got, want) {
 		t.Fatalf("batch %v, want %v", got, want)
 	}
@@ -594,7 +594,7 @@ func BenchmarkFanOut(b *testing.B) {
 		b.Run(fmt.Sprintf("conns=%d", n), func(b *testing.B) {
 			st := newLogStore()
 			handles := make([]string, n)
-			views := make([]replay.View, n)
+			views := make([]visibility.View, n)
 			for i := range handles {
 				handles[i] = fmt.Sprintf("@a%03d.b", i)
 				views[i] = joined(handles[i])
@@ -655,7 +655,7 @@ func TestPullPastTheCarriedView(t *testing.T) {
 	st.setView(sid, joined(o))
 	st.add(sid, protocol.EventMessage, o, true) // 1
 	st.add(sid, protocol.EventMessage, o, true) // 2
-	st.setView(sid, replay.View{Handle: a, Status: protocol.StatusInvited})
+	st.setView(sid, visibility.View{Handle: a, Status: protocol.StatusInvited})
 	st.add(sid, protocol.EventInvited, a, true) // 3
 	h := hubWith(t, st, nil, func(c *Config) { c.RingSize = 1 })
 	tr := newTestTransport()
@@ -664,7 +664,7 @@ func TestPullPastTheCarriedView(t *testing.T) {
 
 	st.setView(sid, joined(a))
 	c4 := st.add(sid, protocol.EventJoined, a, true) // 4: carries a's view, joined
-	st.setView(sid, replay.View{Handle: a, Status: protocol.StatusLeft, VisibleThrough: 5})
+	st.setView(sid, visibility.View{Handle: a, Status: protocol.StatusLeft, VisibleThrough: 5})
 	c5 := st.add(sid, protocol.EventLeft, a, true)    // 5: committed, not yet published
 	c6 := st.add(sid, protocol.EventMessage, o, true) // 6: past a's horizon
 	h.Publish(c4)

@@ -1,4 +1,4 @@
-package hub
+package replay
 
 import (
 	"context"
@@ -6,8 +6,8 @@ import (
 	"sort"
 	"time"
 
+	"github.com/aspd/aspd/internal/visibility"
 	"github.com/aspd/aspd/protocol"
-	"github.com/aspd/aspd/replay"
 	"github.com/aspd/aspd/store"
 )
 
@@ -19,7 +19,7 @@ import (
 // notify announces that a session has events up to head and, when the
 // commit carries it (view non-nil), the agent's view as of head. Called
 // with h.mu held.
-func (c *Conn) notify(sessionID string, head int64, view *replay.View) {
+func (c *Conn) notify(sessionID string, head int64, view *visibility.View) {
 	c.mu.Lock()
 	c.announceLocked(sessionID, head, view)
 	// Lag is measured against what was written, not confirmed: the server
@@ -41,7 +41,7 @@ func (c *Conn) notify(sessionID string, head int64, view *replay.View) {
 
 // announceLocked records an announcement for the next pull. Called with
 // c.mu held.
-func (c *Conn) announceLocked(sessionID string, head int64, view *replay.View) {
+func (c *Conn) announceLocked(sessionID string, head int64, view *visibility.View) {
 	a := c.dirty[sessionID]
 	a.head = max(a.head, head)
 	if view != nil && head > a.viewAt {
@@ -202,7 +202,7 @@ func (c *Conn) pull(ctx context.Context, sessionID string, a *announce) error {
 				} else if cs.view, err = c.hub.st.View(ctx, sessionID, c.handle); err != nil {
 					break
 				}
-				if cs.view.VisibleThrough != replay.Joined {
+				if cs.view.VisibleThrough != visibility.Joined {
 					cs.fromStart = false
 				}
 				if e.Type == protocol.EventJoined && e.Subject == c.handle && e.Sequence > cs.resetAt && !cs.fromStart {
@@ -213,7 +213,7 @@ func (c *Conn) pull(ctx context.Context, sessionID string, a *announce) error {
 					break
 				}
 			}
-			if replay.Visible(cs.view, e.Meta()) {
+			if visibility.Visible(cs.view, e.Meta()) {
 				if err = c.write(ctx, e.Body); err != nil {
 					break
 				}

@@ -1,8 +1,8 @@
-// Package replay decides which events of a session an agent may see, and
+// Package visibility decides which events of a session an agent may see, and
 // tracks how far each agent has been delivered (its durable cursors). The
 // events read API, replay on connect and live delivery all call Visible, so
 // there is exactly one definition of eligibility.
-package replay
+package visibility
 
 import "github.com/aspd/aspd/protocol"
 
