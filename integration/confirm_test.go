@@ -15,8 +15,6 @@ import (
 	"net"
 	"net/http"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -59,37 +57,8 @@ func dialTinyBuffer(t testing.TB, s *server, token string) *websocket.Conn {
 // sent; it returns the acknowledged messages.
 func cfSendUntil(t *testing.T, a *agent, sid string, size, max int, stop func() bool) []*dlMsg {
 	t.Helper()
-	pad := strings.Repeat("x", size)
-	var (
-		mu   sync.Mutex
-		msgs []*dlMsg
-		next atomic.Int64
-		wg   sync.WaitGroup
-	)
-	errs := make(chan error, 8)
-	for range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := next.Add(1) - 1
-				if i >= int64(max) || stop() {
-					return
-				}
-				m := &dlMsg{from: a, sid: sid, text: fmt.Sprintf("%d %s", i, pad)}
-				if err := m.try(); err != nil {
-					errs <- fmt.Errorf("message %d: %w", i, err)
-					return
-				}
-				mu.Lock()
-				msgs = append(msgs, m)
-				mu.Unlock()
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
+	msgs, err := dlSendConcurrently(a, sid, size, 8, func(i int64) bool { return i < int64(max) && !stop() })()
+	if err != nil {
 		t.Fatal(err)
 	}
 	return msgs

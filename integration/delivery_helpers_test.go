@@ -11,6 +11,8 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -439,5 +441,45 @@ func (r *dlRaw) readAll(d time.Duration) ([][]byte, error) {
 			return out, err
 		}
 		out = append(out, raw)
+	}
+}
+
+// dlSendConcurrently has a send messages of about size bytes into sid from
+// workers goroutines while more(i) holds for the i-th message (checked
+// before each). It returns at once; the function it returns waits for the
+// workers and gives the acknowledged messages, or the first failure.
+func dlSendConcurrently(a *agent, sid string, size, workers int, more func(i int64) bool) func() ([]*dlMsg, error) {
+	pad := strings.Repeat("x", size)
+	var (
+		mu   sync.Mutex
+		msgs []*dlMsg
+		next atomic.Int64
+		wg   sync.WaitGroup
+	)
+	errs := make(chan error, workers)
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := next.Add(1) - 1
+				if !more(i) {
+					return
+				}
+				m := &dlMsg{from: a, sid: sid, text: fmt.Sprintf("%d %s", i, pad)}
+				if err := m.try(); err != nil {
+					errs <- fmt.Errorf("message %d: %w", i, err)
+					return
+				}
+				mu.Lock()
+				msgs = append(msgs, m)
+				mu.Unlock()
+			}
+		}()
+	}
+	return func() ([]*dlMsg, error) {
+		wg.Wait()
+		close(errs)
+		return msgs, <-errs // nil when no worker failed
 	}
 }

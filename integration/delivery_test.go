@@ -563,35 +563,9 @@ func dlSlowConsumer(t *testing.T, dbURL string, n, size int, cut string, flags .
 
 	// A sends n messages, and more (up to 4n) if S has not been cut off by
 	// then: how much fills the socket buffers depends on the system.
-	const workers = 16
-	pad := strings.Repeat("x", size)
-	var (
-		mu   sync.Mutex
-		msgs []*dlMsg
-		next atomic.Int64
-		wg   sync.WaitGroup
-	)
-	errs := make(chan error, workers)
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := next.Add(1) - 1
-				if i >= int64(n) && cutSeen.Load() || i >= 4*int64(n) {
-					return
-				}
-				m := &dlMsg{from: a, sid: sid, text: fmt.Sprintf("%d %s", i, pad)}
-				if err := m.try(); err != nil {
-					errs <- fmt.Errorf("message %d: %w", i, err)
-					return
-				}
-				mu.Lock()
-				msgs = append(msgs, m)
-				mu.Unlock()
-			}
-		}()
-	}
+	sent := dlSendConcurrently(a, sid, size, 16, func(i int64) bool {
+		return i < int64(n) || !cutSeen.Load() && i < 4*int64(n)
+	})
 	// F reads while A sends; A's own stream is drained by its reader.
 	var last atomic.Int64
 	var fgot []event
@@ -612,9 +586,8 @@ func dlSlowConsumer(t *testing.T, dbURL string, n, size int, cut string, flags .
 			}
 		}
 	}()
-	wg.Wait()
-	close(errs)
-	for err := range errs {
+	msgs, err := sent()
+	if err != nil {
 		t.Fatal(err)
 	}
 	byseq := map[int64]*dlMsg{}

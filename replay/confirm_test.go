@@ -9,85 +9,24 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aspd/aspd/internal/visibility"
 	"github.com/aspd/aspd/protocol"
 	"github.com/aspd/aspd/store"
 )
 
-// memStore is an in-memory Store: sessions of messages, everyone joined.
-type memStore struct {
-	mu      sync.Mutex
-	events  map[string][]store.StoredEvent
-	cursors map[string]int64 // handle/session -> seq
-}
-
-func newMemStore() *memStore {
-	return &memStore{events: map[string][]store.StoredEvent{}, cursors: map[string]int64{}}
-}
-
-func (m *memStore) append(sid string, n int) *store.Commit {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	c := &store.Commit{SessionID: sid, Recipients: []string{"@a.b"}}
+// messages appends n messages to sid in st (logStore, hub_test.go) and
+// returns them as one commit, for an agent @a.b joined there.
+func messages(st *logStore, sid string, n int) *store.Commit {
+	st.setView(sid, joined("@a.b"))
+	var all *store.Commit
 	for range n {
-		seq := int64(len(m.events[sid]) + 1)
-		body, _ := json.Marshal(map[string]any{"type": protocol.EventMessage, "session_id": sid, "sequence": seq})
-		e := store.StoredEvent{SessionID: sid, Sequence: seq, Type: protocol.EventMessage, Body: body}
-		m.events[sid] = append(m.events[sid], e)
-		c.Events = append(c.Events, e)
-	}
-	return c
-}
-
-func (m *memStore) EventsAfter(_ context.Context, sid string, after int64, limit int) ([]store.StoredEvent, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	evs := m.events[sid]
-	if after >= int64(len(evs)) {
-		return nil, nil
-	}
-	out := evs[after:]
-	if len(out) > limit {
-		out = out[:limit]
-	}
-	return append([]store.StoredEvent(nil), out...), nil
-}
-
-func (m *memStore) View(_ context.Context, sid, h string) (visibility.View, error) {
-	return visibility.View{Handle: h, Status: "joined", VisibleThrough: visibility.Joined}, nil
-}
-
-func (m *memStore) Cursor(_ context.Context, h, sid string) (int64, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.cursors[h+"/"+sid], nil
-}
-
-func (m *memStore) PendingSessions(_ context.Context, h string) ([]store.Pending, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	var out []store.Pending
-	for sid, evs := range m.events {
-		if c := m.cursors[h+"/"+sid]; int64(len(evs)) > c {
-			out = append(out, store.Pending{SessionID: sid, Cursor: c, LastSeq: int64(len(evs)),
-				View: visibility.View{Handle: h, Status: "joined", VisibleThrough: visibility.Joined}})
+		c := st.add(sid, protocol.EventMessage, "", true)
+		if all == nil {
+			all = c
+		} else {
+			all.Events = append(all.Events, c.Events...)
 		}
 	}
-	return out, nil
-}
-
-func (m *memStore) SaveCursors(_ context.Context, cs []visibility.Cursor) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	for _, c := range cs {
-		m.cursors[c.Handle+"/"+c.SessionID] = c.Seq
-	}
-	return nil
-}
-
-func (m *memStore) cursor(h, sid string) int64 {
-	c, _ := m.Cursor(context.Background(), h, sid)
-	return c
+	return all
 }
 
 // fakeTransport records writes; pings wait until the test answers them.
@@ -162,8 +101,8 @@ func testHub(t *testing.T, st Store) *Hub {
 // only written, moves to what a pong confirms, and a failed ping confirms
 // nothing.
 func TestWrittenIsNotConfirmed(t *testing.T) {
-	st := newMemStore()
-	st.append("sess_1", 5)
+	st := newLogStore()
+	messages(st, "sess_1", 5)
 	h := testHub(t, st)
 	tr := newFakeTransport()
 	c, err := h.Attach(context.Background(), "@a.b", tr)
@@ -177,13 +116,13 @@ func TestWrittenIsNotConfirmed(t *testing.T) {
 	if got := st.cursor("@a.b", "sess_1"); got != 0 {
 		t.Fatalf("cursor %d after writes that no pong confirmed, want 0", got)
 	}
-	h.Publish(st.append("sess_1", 3))
+	h.Publish(messages(st, "sess_1", 3))
 	waitFor(t, "live events to be written", func() bool { return tr.count() == 8 })
 	tr.pong(t, nil)
 	waitFor(t, "the cursor to follow the pong", func() bool { h.flushCursors(); return st.cursor("@a.b", "sess_1") == 8 })
 
 	// Disconnecting saves the confirmed position, not the written one.
-	h.Publish(st.append("sess_1", 2))
+	h.Publish(messages(st, "sess_1", 2))
 	waitFor(t, "more events to be written", func() bool { return tr.count() == 10 })
 	c.Close(CloseGoingAway, "test")
 	go func() { // the pending ping fails once the connection is gone
@@ -202,8 +141,8 @@ func TestWrittenIsNotConfirmed(t *testing.T) {
 // TestAckMode: once a connection acks, pongs no longer confirm; an ack
 // beyond what was written waits for the writer; acks are cumulative.
 func TestAckMode(t *testing.T) {
-	st := newMemStore()
-	st.append("sess_1", 10)
+	st := newLogStore()
+	messages(st, "sess_1", 10)
 	h := testHub(t, st)
 	tr := newFakeTransport()
 	c, err := h.Attach(context.Background(), "@a.b", tr)

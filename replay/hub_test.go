@@ -440,8 +440,8 @@ func autoPong(t *testing.T, tr *fakeTransport, err error) {
 // one's position, although the survivor confirms more, until a connection
 // opened later has caught up past it.
 func TestFloorOfDroppedConnection(t *testing.T) {
-	st := newMemStore()
-	st.append("sess_1", 10)
+	st := newLogStore()
+	messages(st, "sess_1", 10)
 	h := testHub(t, st)
 	tr1, tr2 := newFakeTransport(), newFakeTransport()
 	c1 := attachStart(t, h, "@a.b", tr1)
@@ -453,7 +453,7 @@ func TestFloorOfDroppedConnection(t *testing.T) {
 	c1.Close(CloseGoingAway, "dropped")
 	c1.Finish()
 
-	h.Publish(st.append("sess_1", 2))
+	h.Publish(messages(st, "sess_1", 2))
 	waitFor(t, "c2 to confirm the live events", func() bool { p, _ := c2.position("sess_1"); return p == 12 })
 	h.flushCursors()
 	if got := st.cursor("@a.b", "sess_1"); got != 0 {
