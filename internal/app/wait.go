@@ -30,10 +30,10 @@ const (
 	waitPollInterval   = 200 * time.Millisecond
 )
 
-// WaitRequest asks for an agent's next events.
+// WaitRequest asks for an agent's next events; nil fields take defaults.
 type WaitRequest struct {
-	Timeout   time.Duration // 0 = DefaultWaitTimeout; at most MaxWaitTimeout
-	MaxEvents int           // 0 = DefaultWaitEvents; at most MaxWaitEvents
+	TimeoutSeconds *int // 0..60, default 30; 0 = do not wait
+	MaxEvents      *int // 1..500, default 100
 }
 
 // WaitResult is what one WaitForEvents call delivers: events in the shapes
@@ -77,18 +77,18 @@ func (w *waits) agent(h string) *agentWait {
 // caller's events past its delivery cursor across all its sessions, waiting
 // until at least one is there or the timeout passes (an empty result).
 func (a *App) WaitForEvents(ctx context.Context, caller string, req WaitRequest) (WaitResult, error) {
-	timeout, limit := req.Timeout, req.MaxEvents
-	if timeout < 0 || timeout > MaxWaitTimeout {
-		return WaitResult{}, protocol.Invalid("timeout_seconds must be from 0 to %d", int(MaxWaitTimeout/time.Second))
+	timeout, limit := DefaultWaitTimeout, DefaultWaitEvents
+	if t := req.TimeoutSeconds; t != nil {
+		if *t < 0 || *t > int(MaxWaitTimeout/time.Second) {
+			return WaitResult{}, protocol.Invalid("timeout_seconds must be from 0 to %d", int(MaxWaitTimeout/time.Second))
+		}
+		timeout = time.Duration(*t) * time.Second
 	}
-	if limit < 0 || limit > MaxWaitEvents {
-		return WaitResult{}, protocol.Invalid("max_events must be from 1 to %d", MaxWaitEvents)
-	}
-	if timeout == 0 {
-		timeout = DefaultWaitTimeout
-	}
-	if limit == 0 {
-		limit = DefaultWaitEvents
+	if n := req.MaxEvents; n != nil {
+		if *n < 1 || *n > MaxWaitEvents {
+			return WaitResult{}, protocol.Invalid("max_events must be from 1 to %d", MaxWaitEvents)
+		}
+		limit = *n
 	}
 	aw := a.waits.agent(caller)
 	deadline := time.Now().Add(timeout)
