@@ -176,6 +176,13 @@ func (a *App) collect(ctx context.Context, h string, p store.Pending, aw *agentW
 				if view.VisibleThrough != visibility.Joined {
 					fromStart = false
 				}
+				if e.Type == protocol.EventJoined && e.Subject == h && e.Sequence > resetAt && fromStart {
+					// This pass began at 1 with the agent joined: it already
+					// carries the transcript. Remember the join, so a later
+					// call that resumes mid-pass does not restart.
+					resetAt = e.Sequence
+					aw.resetAt[p.SessionID] = resetAt
+				}
 				if e.Type == protocol.EventJoined && e.Subject == h && e.Sequence > resetAt && !fromStart {
 					// A join replays the transcript up to the join: restart at 1.
 					resetAt = e.Sequence
