@@ -75,7 +75,7 @@ type WaitResult struct {
 }
 
 type PostFrameArgs struct {
-	Scope string `json:"scope" jsonschema:"the recipient scope, for example agent:@owner.agent or session:sess_..."`
+	Scope string `json:"scope" jsonschema:"the recipient scope: @owner.agent (all its streams), @owner.agent/<instrument-prefix>*, @owner.agent/<instrument>@<session>, or org:<owner>/members/*"`
 	Frame any    `json:"frame" jsonschema:"the agent-channel frame object (envelope_version, sender_handle, recipient_handle, ...)"`
 }
 
