@@ -566,3 +566,50 @@ func TestMCPAuthAndErrors(t *testing.T) {
 		}
 	})
 }
+
+// TestMCPFrames: post_frame reaches an open frame stream, get_roster lists
+// the caller's own streams, and a frame error is REST's.
+func TestMCPFrames(t *testing.T) {
+	backends(t, func(t *testing.T, dbURL string) {
+		s := startServer(t, dbURL)
+		alice := s.provision("@alice.cc", "open")
+		bob := s.provision("@bob.dev", "open")
+		am, bm := mcpConnect(t, s, alice), mcpConnect(t, s, bob)
+		c := sseOpen(t, s, bob.token, "/stream?instrument=cli", nil)
+
+		var roster struct {
+			Streams []struct {
+				Instrument string `json:"instrument"`
+			} `json:"streams"`
+		}
+		bm.ok("get_roster", nil, &roster)
+		if len(roster.Streams) != 1 || roster.Streams[0].Instrument != "cli" {
+			t.Fatalf("roster %+v", roster)
+		}
+		am.ok("get_roster", nil, &roster)
+		if len(roster.Streams) != 0 {
+			t.Fatalf("alice sees streams %+v", roster)
+		}
+
+		fr := frNew(t, "@alice.cc", "@bob.dev", "agent_advisory", "")
+		var res struct {
+			Subscriptions int  `json:"subscriptions"`
+			Exact         bool `json:"exact"`
+		}
+		am.ok("post_frame", map[string]any{"scope": "@bob.dev", "frame": fr}, &res)
+		if res.Subscriptions != 1 {
+			t.Fatalf("post_frame reached %+v", res)
+		}
+		it := c.next()
+		if !strings.Contains(it.Data, frID(fr)) {
+			t.Fatalf("stream got %+v, want frame %s", it, frID(fr))
+		}
+		// Another sender's identity is refused, as on POST /frames.
+		spoof := frNew(t, "@bob.dev", "@bob.dev", "agent_advisory", "")
+		text := am.fail("sender-identity-mismatch", "post_frame", map[string]any{"scope": "@bob.dev", "frame": spoof})
+		_, _, rest := frPost(t, alice, map[string]any{"scope": "@bob.dev", "frame": spoof})
+		if canon(t, rest) != canon(t, []byte(text)) {
+			t.Fatalf("MCP %s, REST %s", text, rest)
+		}
+	})
+}
