@@ -24,6 +24,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/aspd/aspd/internal/app"
+	"github.com/aspd/aspd/internal/mcp"
 	"github.com/aspd/aspd/protocol"
 	"github.com/aspd/aspd/replay"
 	"github.com/aspd/aspd/store"
@@ -113,6 +114,8 @@ func (s *Server) routes() *echo.Echo {
 	agentRoute(http.MethodPost, "/frames", s.submitFrame, s.admit(app.ActSubmitFrame))
 	agentRoute(http.MethodGet, "/stream", s.openStream)
 	agentRoute(http.MethodGet, "/stream/roster", s.roster)
+	// MCP tools (internal/mcp), authenticated by the agent token in its own middleware.
+	e.Match([]string{http.MethodGet, http.MethodPost, http.MethodDelete}, "/mcp", echo.WrapHandler(mcp.Handler(s.app, s.cfg.MaxBodyBytes)))
 
 	s.adminRoutes(func(method, path string, h echo.HandlerFunc) {
 		e.Add(method, "/admin/v1"+path, h, s.adminAuth, s.strictQuery)

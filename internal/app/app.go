@@ -50,6 +50,8 @@ type App struct {
 	contacts *rateLimiter // nil = unlimited
 	messages *rateLimiter // nil = unlimited
 
+	waits waits // polled delivery (wait.go)
+
 	stop chan struct{}
 	wg   sync.WaitGroup
 }

@@ -1,0 +1,161 @@
+// Package mcp is aspd's MCP adapter: the agent API as Model Context Protocol
+// tools, served over Streamable HTTP at /mcp in stateless mode, for agents
+// (language-model agents, mostly) that act through tool calls and cannot
+// hold a WebSocket between turns.
+//
+// It is a thin adapter, like package server: each tool decodes its typed
+// arguments, calls one method of the application layer (internal/app) with
+// the caller's handle and answers with the method's result, as structured
+// content plus a JSON text copy. Validation, trust, rate limits, storage and
+// publishing are the application's; errors are mapped by app.Answer, the
+// same mapping the HTTP adapter uses, into a tool result with isError set
+// whose text is the REST error body ({"error": {"code", "message"}}).
+//
+// Callers authenticate with their own agent token (Authorization: Bearer),
+// through the SDK's bearer-token middleware, whose verifier is
+// App.Authenticate: the same cache as REST, so rotation and revocation apply
+// at once. wait_for_events is App.WaitForEvents: polled delivery on the
+// agent's durable cursors. See docs/mcp.md.
+package mcp
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/aspd/aspd/internal/app"
+	"github.com/aspd/aspd/protocol"
+)
+
+// Version is the implementation version aspd announces to MCP clients.
+const Version = "1"
+
+// Handler returns the /mcp endpoint over a: the SDK's stateless Streamable
+// HTTP handler behind bearer-token authentication. maxBody bounds request
+// bodies (0 = unbounded).
+func Handler(a *app.App, maxBody int64) http.Handler {
+	srv := NewServer(a)
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv },
+		&mcp.StreamableHTTPOptions{Stateless: true})
+	verify := func(ctx context.Context, token string, _ *http.Request) (*auth.TokenInfo, error) {
+		handle, err := a.Authenticate(ctx, token)
+		if err != nil {
+			var pe *protocol.Error
+			if errors.As(err, &pe) && pe.Status == http.StatusUnauthorized {
+				return nil, auth.ErrInvalidToken
+			}
+			return nil, err
+		}
+		return &auth.TokenInfo{UserID: handle}, nil
+	}
+	protected := auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(h)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if maxBody > 0 {
+			r.Body = http.MaxBytesReader(w, r.Body, maxBody)
+		}
+		protected.ServeHTTP(&challenge{ResponseWriter: w}, r)
+	})
+}
+
+// challenge adds WWW-Authenticate: Bearer to a 401 that has none (the SDK
+// sets it only when resource metadata or scopes are configured).
+type challenge struct{ http.ResponseWriter }
+
+func (c *challenge) WriteHeader(code int) {
+	if code == http.StatusUnauthorized && c.Header().Get("WWW-Authenticate") == "" {
+		c.Header().Set("WWW-Authenticate", `Bearer realm="aspd"`)
+	}
+	c.ResponseWriter.WriteHeader(code)
+}
+
+func (c *challenge) Unwrap() http.ResponseWriter { return c.ResponseWriter }
+
+func (c *challenge) Flush() {
+	if f, ok := c.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// caller is the handle the bearer token authenticated.
+func caller(req *mcp.CallToolRequest) (string, error) {
+	if req.Extra == nil || req.Extra.TokenInfo == nil || req.Extra.TokenInfo.UserID == "" {
+		return "", toolError{app.Unauthorized()}
+	}
+	return req.Extra.TokenInfo.UserID, nil
+}
+
+// toolError is an application error as a tool result: isError, and as text
+// the REST error body with the same code and message.
+type toolError struct{ e *protocol.Error }
+
+func (t toolError) Error() string {
+	b, _ := json.Marshal(protocol.ErrorBody{Error: t.e})
+	return string(b)
+}
+
+func answer(err error) error {
+	var te toolError
+	if errors.As(err, &te) {
+		return te
+	}
+	return toolError{app.Answer(err)}
+}
+
+// raw encodes a free-form argument (content, metadata, a frame) for the
+// application layer; nil stays absent.
+func raw(v any) (json.RawMessage, error) {
+	if v == nil {
+		return nil, nil
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, protocol.Invalid("cannot encode argument: %v", err)
+	}
+	return b, nil
+}
+
+// events decodes stored event bodies for structured content (numbers kept
+// exact).
+func events(bodies []json.RawMessage) ([]any, error) {
+	out := make([]any, len(bodies))
+	for i, b := range bodies {
+		d := json.NewDecoder(bytes.NewReader(b))
+		d.UseNumber()
+		if err := d.Decode(&out[i]); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+func itoa[T int | int64](v *T) string {
+	if v == nil {
+		return ""
+	}
+	return strconv.FormatInt(int64(*v), 10)
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// tool registers a tool whose handler gets the caller's handle, and maps
+// its error to a tool result.
+func tool[In, Out any](s *mcp.Server, t *mcp.Tool, h func(ctx context.Context, caller string, in In) (Out, error)) {
+	mcp.AddTool(s, t, func(ctx context.Context, req *mcp.CallToolRequest, in In) (*mcp.CallToolResult, Out, error) {
+		var zero Out
+		who, err := caller(req)
+		if err != nil {
+			return nil, zero, err
+		}
+		out, err := h(ctx, who, in)
+		if err != nil {
+			return nil, zero, answer(err)
+		}
+		return nil, out, nil
+	})
+}
