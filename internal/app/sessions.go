@@ -214,20 +214,14 @@ func (a *App) Session(ctx context.Context, caller, id string) (*protocol.Session
 	return a.st.GetSession(ctx, id, caller)
 }
 
-// SessionList is a page of sessions, newest first.
-type SessionList[T any] struct {
-	Sessions   []T    `json:"sessions"`
-	NextCursor string `json:"next_cursor,omitempty"`
-}
-
 // Sessions lists caller's sessions matching f (f.Participant is caller).
-func (a *App) Sessions(ctx context.Context, caller string, f store.SessionFilter) (SessionList[store.SessionSummary], error) {
+func (a *App) Sessions(ctx context.Context, caller string, f store.SessionFilter) (protocol.SessionList[protocol.SessionSummary], error) {
 	f.Participant = caller
 	rows, err := a.st.ListSessionsFor(ctx, f)
 	if err != nil {
-		return SessionList[store.SessionSummary]{}, err
+		return protocol.SessionList[protocol.SessionSummary]{}, err
 	}
-	out := SessionList[store.SessionSummary]{Sessions: rows}
+	out := protocol.SessionList[protocol.SessionSummary]{Sessions: rows}
 	if len(rows) == f.Limit {
 		out.NextCursor = rows[len(rows)-1].ID
 	}
