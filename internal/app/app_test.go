@@ -334,7 +334,7 @@ func TestAgentRules(t *testing.T) {
 }
 
 // frameFor returns a valid agent_advisory frame.
-func frameFor(t *testing.T, sender, recipient string) json.RawMessage {
+func frameFor(t testing.TB, sender, recipient string) json.RawMessage {
 	var u [16]byte
 	_, _ = rand.Read(u[:])
 	u[6] = u[6]&0x0f | 0x40

@@ -161,14 +161,7 @@ func (a *App) SendMessage(ctx context.Context, caller, id string, req protocol.S
 	if err := checkSessionID(id); err != nil {
 		return none, err
 	}
-	recipients, err := a.validateContent(req.Content, caller)
-	if err != nil {
-		return none, err
-	}
-	if err := a.cfg.Limits.ValidateMetadata(req.Metadata); err != nil {
-		return none, err
-	}
-	key, hash, err := idempotency(req.IdempotencyKey, req)
+	recipients, key, hash, err := a.checkMessage(caller, req)
 	if err != nil {
 		return none, err
 	}
@@ -179,6 +172,24 @@ func (a *App) SendMessage(ctx context.Context, caller, id string, req protocol.S
 	}
 	a.publish(commit)
 	return resp, nil
+}
+
+// checkMessage is SendMessage's work before the store: it validates the
+// content (and the frames it carries), the metadata and the idempotency
+// key, and returns the frames' recipients, the key and the request's hash.
+func (a *App) checkMessage(caller string, req protocol.SendMessageRequest) (recipients []string, key, hash string, err error) {
+	recipients, err = a.validateContent(req.Content, caller)
+	if err != nil {
+		return nil, "", "", err
+	}
+	if err := a.cfg.Limits.ValidateMetadata(req.Metadata); err != nil {
+		return nil, "", "", err
+	}
+	key, hash, err = idempotency(req.IdempotencyKey, req)
+	if err != nil {
+		return nil, "", "", err
+	}
+	return recipients, key, hash, nil
 }
 
 // Reopen reopens ended session id, optionally inviting and sending an
