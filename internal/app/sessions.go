@@ -47,21 +47,24 @@ func (a *App) validateContent(raw json.RawMessage, sender string) ([]string, err
 }
 
 // idempotency validates an optional idempotency key and returns it with
-// the hash of the request it was given with.
-func idempotency(key *string, req any) (string, string, error) {
+// the hash of the request it was given with, encoded by encode (which is
+// called only when there is a key).
+func idempotency(key *string, encode func() []byte) (string, string, error) {
 	if err := protocol.ValidateIdempotencyKey(key); err != nil {
 		return "", "", err
 	}
 	if key == nil {
 		return "", "", nil
 	}
-	return *key, requestHash(req), nil
+	return *key, requestHash(encode()), nil
 }
 
-// requestHash identifies a request for idempotent retries: the same key with
-// a different request is refused rather than silently answered.
-func requestHash(v any) string {
-	b, _ := json.Marshal(v)
+// requestHash identifies a request, by its JSON encoding, for idempotent
+// retries: the same key with a different request is refused rather than
+// silently answered. The encoding is json.Marshal's (compact, so a retry
+// that only spaces the JSON differently is the same request); hashes are
+// stored, and exported and imported with the network, so it must not change.
+func requestHash(b []byte) string {
 	h := sha256.Sum256(b)
 	return hex.EncodeToString(h[:16])
 }
@@ -87,7 +90,7 @@ func (a *App) CreateSession(ctx context.Context, caller string, req protocol.Cre
 	if err != nil {
 		return none, err
 	}
-	key, hash, err := idempotency(req.IdempotencyKey, req)
+	key, hash, err := idempotency(req.IdempotencyKey, func() []byte { b, _ := json.Marshal(req); return b })
 	if err != nil {
 		return none, err
 	}
@@ -185,7 +188,7 @@ func (a *App) checkMessage(caller string, req protocol.SendMessageRequest) (reci
 	if err := a.cfg.Limits.ValidateMetadata(req.Metadata); err != nil {
 		return nil, "", "", err
 	}
-	key, hash, err = idempotency(req.IdempotencyKey, req)
+	key, hash, err = idempotency(req.IdempotencyKey, func() []byte { return req.AppendJSON(nil) })
 	if err != nil {
 		return nil, "", "", err
 	}

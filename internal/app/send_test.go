@@ -35,3 +35,34 @@ func BenchmarkSendPath(b *testing.B) {
 		})
 	}
 }
+
+// TestCheckMessageFrames: every data part that a decode would see carrying
+// envelope_version is validated as a frame, however the key is written;
+// nested keys and other data parts are not frames.
+func TestCheckMessageFrames(t *testing.T) {
+	a := &App{cfg: Config{Limits: protocol.DefaultLimits(), Frames: DefaultFramesConfig()}}
+	fr := string(frameFor(t, "@acme.alice", "@acme.bob"))
+	for _, tt := range []struct {
+		data       string
+		recipients int
+		bad        bool
+	}{
+		{`{"envelope_version":"1.0"}`, 0, true},
+		{`{"envel\u006fpe_version":"1.0"}`, 0, true},
+		{`{"a":1,"\u0065nvelope_version":null}`, 0, true},
+		{`{"x":{"envelope_version":"1.0"}}`, 0, false},
+		{`{"x":"envelope_version"}`, 0, false},
+		{`{"x":"\u0041"}`, 0, false},
+		{fr, 1, false},
+	} {
+		body := `{"content":[{"type":"data","data":` + tt.data + `}]}`
+		var req protocol.SendMessageRequest
+		if err := protocol.DecodeStrict([]byte(body), &req); err != nil {
+			t.Fatal(err)
+		}
+		recipients, _, _, err := a.checkMessage("@acme.alice", req)
+		if (err != nil) != tt.bad || len(recipients) != tt.recipients {
+			t.Errorf("%s: recipients %v, err %v", tt.data, recipients, err)
+		}
+	}
+}
