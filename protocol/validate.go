@@ -35,7 +35,8 @@ const MaxIdempotencyKeyLen = 255
 
 // Content is validated message content. DataParts holds the `data` object of
 // every data part, in order, so callers can apply further rules (agent-channel
-// frames) without decoding the content again.
+// frames) without decoding the content again. Both are slices of the bytes
+// ValidateContent was given, not copies.
 type Content struct {
 	Raw       json.RawMessage
 	DataParts []json.RawMessage
