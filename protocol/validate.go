@@ -35,7 +35,8 @@ const MaxIdempotencyKeyLen = 255
 
 // Content is validated message content. DataParts holds the `data` object of
 // every data part, in order, so callers can apply further rules (agent-channel
-// frames) without decoding the content again.
+// frames) without decoding the content again. Both are slices of the bytes
+// ValidateContent was given, not copies.
 type Content struct {
 	Raw       json.RawMessage
 	DataParts []json.RawMessage
@@ -52,21 +53,24 @@ func (l Limits) ValidateContent(raw json.RawMessage) (*Content, *Error) {
 		return nil, Errorf(http.StatusRequestEntityTooLarge, CodeContentTooLarge,
 			"content is %d bytes; the limit is %d", len(raw), l.MaxContentBytes)
 	}
+	// One validity check, then the content is read in place: json.Valid
+	// accepts exactly what the decodes it replaces accepted.
 	switch raw[0] {
 	case '"':
-		var s string
-		if err := json.Unmarshal(raw, &s); err != nil {
+		if !json.Valid(raw) {
 			return nil, contentErr("content is not a valid JSON string")
 		}
-		if s == "" {
+		if string(raw) == `""` {
 			return nil, contentErr("content must not be empty")
 		}
 		return &Content{Raw: raw}, nil
 	case '[':
-		var parts []json.RawMessage
-		if err := json.Unmarshal(raw, &parts); err != nil {
+		if !json.Valid(raw) {
 			return nil, contentErr("content must be a string or an array of content parts")
 		}
+		var small [16][]byte
+		parts := small[:0]
+		elements(raw, func(v []byte) { parts = append(parts, v) })
 		if len(parts) == 0 {
 			return nil, contentErr("content must not be an empty array")
 		}
@@ -104,73 +108,117 @@ var partRequired = map[string][]string{
 	"data": {"data"},
 }
 
+// part is a content part's members, as a decode into a map would hold them:
+// a repeated name keeps its last value (the HTTP body scan refuses repeats
+// before this, but other callers' content may hold them).
+type part struct {
+	names  [][]byte
+	values [][]byte
+}
+
+func (p *part) get(name string) (json.RawMessage, bool) {
+	for i, n := range p.names {
+		if string(n) == name {
+			return p.values[i], true
+		}
+	}
+	return nil, false
+}
+
+// validatePart validates the content part raw, which is valid JSON (an
+// element of content that json.Valid accepted).
 func validatePart(i int, raw json.RawMessage) (json.RawMessage, *Error) {
-	var obj map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &obj); err != nil || obj == nil {
+	if raw[0] != '{' {
 		return nil, contentErr("content[%d] must be an object", i)
 	}
-	var typ string
-	if err := json.Unmarshal(obj["type"], &typ); err != nil || typ == "" {
+	var names, values [8][]byte
+	obj := part{names: names[:0], values: values[:0]}
+	members(raw, func(name, v []byte) {
+		for j, n := range obj.names {
+			if string(n) == string(name) {
+				obj.values[j] = v
+				return
+			}
+		}
+		obj.names = append(obj.names, name)
+		obj.values = append(obj.values, v)
+	})
+	typ, ok := stringValue(obj.get("type"))
+	if !ok || typ == "" {
 		return nil, contentErr("content[%d].type must be one of text, image, file, data", i)
 	}
 	fields, ok := partFields[typ]
 	if !ok {
 		return nil, contentErr("content[%d].type %q is not one of text, image, file, data", i, typ)
 	}
-	for name, v := range obj {
-		kind, ok := fields[name]
+	for j, name := range obj.names {
+		kind, ok := fields[string(name)]
 		if !ok {
 			return nil, contentErr("content[%d]: unknown field %q for a %s part", i, name, typ)
 		}
-		if !hasKind(v, kind) {
+		if !hasKind(obj.values[j], kind) {
 			return nil, contentErr("content[%d].%s must be %s", i, name, kindName(kind))
 		}
 	}
 	for _, name := range partRequired[typ] {
-		if _, ok := obj[name]; !ok {
+		if _, ok := obj.get(name); !ok {
 			return nil, contentErr("content[%d].%s is required for a %s part", i, name, typ)
 		}
 	}
 	switch typ {
 	case "text":
-		if string(obj["text"]) == `""` {
+		if text, _ := obj.get("text"); string(text) == `""` {
 			return nil, contentErr("content[%d].text must not be empty", i)
 		}
 	case "image":
-		_, hasURL := obj["url"]
-		_, hasData := obj["data_uri"]
+		u, hasURL := obj.get("url")
+		d, hasData := obj.get("data_uri")
 		if !hasURL && !hasData {
 			return nil, contentErr("content[%d]: an image part needs url or data_uri", i)
 		}
-		if hasURL && !validURI(obj["url"]) {
+		if hasURL && !validURI(u) {
 			return nil, contentErr("content[%d].url must be an absolute URI", i)
 		}
 		if hasData {
-			var s string
-			_ = json.Unmarshal(obj["data_uri"], &s)
+			s, _ := stringValue(d, true)
 			if !strings.HasPrefix(s, "data:") {
 				return nil, contentErr("content[%d].data_uri must start with data:", i)
 			}
 		}
 	case "file":
-		if !validURI(obj["url"]) {
+		if u, _ := obj.get("url"); !validURI(u) {
 			return nil, contentErr("content[%d].url must be an absolute URI", i)
 		}
-		if sz, ok := obj["size"]; ok {
+		if sz, ok := obj.get("size"); ok {
 			var n int64
 			if err := json.Unmarshal(sz, &n); err != nil || n < 0 {
 				return nil, contentErr("content[%d].size must be a non-negative integer", i)
 			}
 		}
 	case "data":
-		return obj["data"], nil
+		data, _ := obj.get("data")
+		return data, nil
 	}
 	return nil, nil
 }
 
+// stringValue decodes a JSON string value as json.Unmarshal into a string
+// would (null leaves it empty); ok is false where that decode fails, as it
+// does for a missing value and for any other kind.
+func stringValue(raw json.RawMessage, present bool) (s string, ok bool) {
+	if !present {
+		return "", false
+	}
+	if len(raw) >= 2 && raw[0] == '"' && plainName(raw[1:len(raw)-1]) {
+		return string(raw[1 : len(raw)-1]), true
+	}
+	err := json.Unmarshal(raw, &s)
+	return s, err == nil
+}
+
 func validURI(raw json.RawMessage) bool {
-	var s string
-	if json.Unmarshal(raw, &s) != nil {
+	s, ok := stringValue(raw, raw != nil)
+	if !ok {
 		return false
 	}
 	u, err := url.Parse(s)

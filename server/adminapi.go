@@ -36,7 +36,7 @@ func (s *Server) adminRoutes(route func(method, path string, h echo.HandlerFunc)
 }
 
 // AgentWithToken is the answer to agent creation and token rotation.
-type AgentWithToken = app.AgentWithToken
+type AgentWithToken = protocol.AgentWithToken
 
 // pathHandle returns the :handle path parameter, which must be a handle.
 func pathHandle(c echo.Context, name string) (string, error) {
@@ -56,7 +56,7 @@ func agentJSON(c echo.Context, status int, v any, err error) error {
 }
 
 func (s *Server) adminCreateAgent(c echo.Context) error {
-	var req app.CreateAgentRequest
+	var req protocol.CreateAgentRequest
 	if err := s.decode(c, &req); err != nil {
 		return err
 	}
@@ -98,7 +98,7 @@ func (s *Server) adminDeleteAgent(c echo.Context) error {
 
 // agentUpdate handles PUT/POST/DELETE on an agent's settings: the path's
 // handle, a body decoded into a fresh Req, one application action.
-func agentUpdate[Req any](s *Server, act func(c echo.Context, h string, req Req) (*store.Agent, error)) echo.HandlerFunc {
+func agentUpdate[Req any](s *Server, act func(c echo.Context, h string, req Req) (*protocol.Agent, error)) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		h, err := pathHandle(c, "handle")
 		if err != nil {
@@ -114,25 +114,25 @@ func agentUpdate[Req any](s *Server, act func(c echo.Context, h string, req Req)
 }
 
 func (s *Server) adminSetPolicy(c echo.Context) error {
-	return agentUpdate(s, func(c echo.Context, h string, req app.PolicyRequest) (*store.Agent, error) {
+	return agentUpdate(s, func(c echo.Context, h string, req protocol.PolicyRequest) (*protocol.Agent, error) {
 		return s.app.SetPolicy(c.Request().Context(), h, req)
 	})(c)
 }
 
 func (s *Server) adminAllowlist(op app.AllowlistOp) echo.HandlerFunc {
-	return agentUpdate(s, func(c echo.Context, h string, req app.AllowlistRequest) (*store.Agent, error) {
+	return agentUpdate(s, func(c echo.Context, h string, req protocol.AllowlistRequest) (*protocol.Agent, error) {
 		return s.app.UpdateAllowlist(c.Request().Context(), h, op, req)
 	})
 }
 
 func (s *Server) adminSetRoles(c echo.Context) error {
-	return agentUpdate(s, func(c echo.Context, h string, req app.RolesRequest) (*store.Agent, error) {
+	return agentUpdate(s, func(c echo.Context, h string, req protocol.RolesRequest) (*protocol.Agent, error) {
 		return s.app.SetRoles(c.Request().Context(), h, req)
 	})(c)
 }
 
 func (s *Server) adminBlock(c echo.Context) error {
-	return agentUpdate(s, func(c echo.Context, h string, req app.BlockRequest) (*store.Agent, error) {
+	return agentUpdate(s, func(c echo.Context, h string, req protocol.BlockRequest) (*protocol.Agent, error) {
 		return s.app.Block(c.Request().Context(), h, req)
 	})(c)
 }

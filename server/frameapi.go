@@ -5,18 +5,18 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/aspd/aspd/internal/app"
+	"github.com/aspd/aspd/protocol"
 )
 
 // FrameSubmission is the body of POST /frames.
-type FrameSubmission = app.FrameSubmission
+type FrameSubmission = protocol.FrameSubmission
 
 // FrameResult answers POST /frames: how many streams the frame reached.
-type FrameResult = app.FrameResult
+type FrameResult = protocol.FrameResult
 
 // submitFrame is POST /frames: an ephemeral frame fanned out to live streams.
 func (s *Server) submitFrame(c echo.Context) error {
-	var req app.FrameSubmission
+	var req protocol.FrameSubmission
 	if err := s.decode(c, &req); err != nil {
 		return err
 	}

@@ -11,28 +11,9 @@ import (
 	"time"
 
 	"github.com/aspd/aspd/protocol"
-	"github.com/aspd/aspd/trust"
 )
 
 var timeNow = time.Now
-
-// Agent is an agent's record as the operator sees it. The token is never
-// stored, only its hash; HasToken says whether a valid token exists.
-type Agent struct {
-	Handle        string   `json:"handle"`
-	Owner         string   `json:"owner"`
-	InboundPolicy string   `json:"inbound_policy"`
-	Allowlist     []string `json:"allowlist"`
-	Blocks        []string `json:"blocks"`
-	Roles         []string `json:"roles"`
-	HasToken      bool     `json:"has_token"`
-	CreatedAt     int64    `json:"created_at"`
-}
-
-// Trust returns the agent's trust configuration for package trust.
-func (a *Agent) Trust() trust.Agent {
-	return trust.Agent{Handle: a.Handle, Policy: trust.Policy(a.InboundPolicy), Allowlist: a.Allowlist, Blocks: a.Blocks}
-}
 
 // NewAgent describes an agent to create.
 type NewAgent struct {
@@ -84,7 +65,7 @@ func nullBytes(b []byte) any {
 }
 
 // GetAgent returns a live agent, or ErrNotFound.
-func (s *Store) GetAgent(ctx context.Context, handle string) (*Agent, error) {
+func (s *Store) GetAgent(ctx context.Context, handle string) (*protocol.Agent, error) {
 	agents, err := loadAgents(ctx, s.read, []string{handle})
 	if err != nil {
 		return nil, err
@@ -97,12 +78,12 @@ func (s *Store) GetAgent(ctx context.Context, handle string) (*Agent, error) {
 
 // ListAgentsByHandle returns the live agents among handles, with their
 // trust settings; missing handles are absent from the map.
-func (s *Store) ListAgentsByHandle(ctx context.Context, handles []string) (map[string]*Agent, error) {
+func (s *Store) ListAgentsByHandle(ctx context.Context, handles []string) (map[string]*protocol.Agent, error) {
 	return loadAgents(ctx, s.read, dedupe(handles))
 }
 
 // ListAgents returns every live agent, sorted by handle, optionally of one owner.
-func (s *Store) ListAgents(ctx context.Context, owner string) ([]*Agent, error) {
+func (s *Store) ListAgents(ctx context.Context, owner string) ([]*protocol.Agent, error) {
 	q := `SELECT handle FROM agents WHERE deleted_at IS NULL`
 	args := []any{}
 	if owner != "" {
@@ -117,7 +98,7 @@ func (s *Store) ListAgents(ctx context.Context, owner string) ([]*Agent, error) 
 	if err != nil {
 		return nil, err
 	}
-	out := make([]*Agent, 0, len(m))
+	out := make([]*protocol.Agent, 0, len(m))
 	for _, h := range handles {
 		if a, ok := m[h]; ok {
 			out = append(out, a)
@@ -134,8 +115,8 @@ type querier interface {
 
 // loadAgents loads live agents with their allowlists and blocks. Missing or
 // deleted handles are simply absent from the result.
-func loadAgents(ctx context.Context, q querier, handles []string) (map[string]*Agent, error) {
-	out := make(map[string]*Agent, len(handles))
+func loadAgents(ctx context.Context, q querier, handles []string) (map[string]*protocol.Agent, error) {
+	out := make(map[string]*protocol.Agent, len(handles))
 	if len(handles) == 0 {
 		return out, nil
 	}
@@ -146,7 +127,7 @@ func loadAgents(ctx context.Context, q querier, handles []string) (map[string]*A
 		return nil, fmt.Errorf("store: load agents: %w", err)
 	}
 	for rows.Next() {
-		a := &Agent{Allowlist: []string{}, Blocks: []string{}}
+		a := &protocol.Agent{Allowlist: []string{}, Blocks: []string{}}
 		var roles string
 		if err := rows.Scan(&a.Handle, &a.Owner, &a.InboundPolicy, &a.HasToken, &roles, &a.CreatedAt); err != nil {
 			rows.Close()
@@ -164,7 +145,7 @@ func loadAgents(ctx context.Context, q querier, handles []string) (map[string]*A
 	if len(out) == 0 {
 		return out, nil
 	}
-	pairs := func(query string, add func(a *Agent, v string)) error {
+	pairs := func(query string, add func(a *protocol.Agent, v string)) error {
 		rows, err := q.QueryContext(ctx, query, args...)
 		if err != nil {
 			return fmt.Errorf("store: load trust settings: %w", err)
@@ -182,11 +163,11 @@ func loadAgents(ctx context.Context, q querier, handles []string) (map[string]*A
 		return rows.Err()
 	}
 	if err := pairs(`SELECT handle, entry FROM allowlist_entries WHERE handle IN (`+in+`) ORDER BY entry`,
-		func(a *Agent, v string) { a.Allowlist = append(a.Allowlist, v) }); err != nil {
+		func(a *protocol.Agent, v string) { a.Allowlist = append(a.Allowlist, v) }); err != nil {
 		return nil, err
 	}
 	if err := pairs(`SELECT blocker, blocked FROM blocks WHERE blocker IN (`+in+`) ORDER BY blocked`,
-		func(a *Agent, v string) { a.Blocks = append(a.Blocks, v) }); err != nil {
+		func(a *protocol.Agent, v string) { a.Blocks = append(a.Blocks, v) }); err != nil {
 		return nil, err
 	}
 	return out, nil

@@ -19,7 +19,7 @@ func TestAgentCreateGetListAndDuplicate(t *testing.T) {
 
 		got, err := s.GetAgent(bg, "@acme.engineer")
 		must(t, err)
-		want := &store.Agent{Handle: "@acme.engineer", Owner: "acme", InboundPolicy: "allowlist",
+		want := &protocol.Agent{Handle: "@acme.engineer", Owner: "acme", InboundPolicy: "allowlist",
 			Allowlist: []string{"@acme.*", "@nick.assistant"}, Blocks: []string{}, Roles: []string{}, HasToken: true, CreatedAt: got.CreatedAt}
 		if got.CreatedAt <= 0 || !reflect.DeepEqual(got, want) {
 			t.Fatalf("get agent: %+v, want %+v", got, want)
@@ -238,7 +238,7 @@ func TestUpsertSeedAgentIsIdempotent(t *testing.T) {
 		must(t, s.UpsertSeedAgent(bg, seed))
 		second, err := s.GetAgent(bg, "@acme.support")
 		must(t, err)
-		want := &store.Agent{Handle: "@acme.support", Owner: "acme", InboundPolicy: "allowlist", Allowlist: []string{"@acme.engineer", "@nick.*"},
+		want := &protocol.Agent{Handle: "@acme.support", Owner: "acme", InboundPolicy: "allowlist", Allowlist: []string{"@acme.engineer", "@nick.*"},
 			Blocks: []string{}, Roles: []string{}, HasToken: true, CreatedAt: first.CreatedAt}
 		if !reflect.DeepEqual(first, want) || !reflect.DeepEqual(second, first) {
 			t.Fatalf("seed twice:\nfirst  %+v\nsecond %+v\nwant   %+v", first, second, want)

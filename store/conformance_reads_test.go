@@ -119,7 +119,7 @@ func TestListSessionsForParticipant(t *testing.T) {
 		t0, id := readsFixture(t, s)
 		rows, err := s.ListSessionsFor(bg, store.SessionFilter{Participant: "@c.three", Limit: 100})
 		must(t, err)
-		want := []store.SessionSummary{
+		want := []protocol.SessionSummary{
 			{ID: id[3], State: "active", Topic: "four", Status: "joined", CreatedAt: t0 + 3000, LastSeq: 1},
 			{ID: id[1], State: "ended", Topic: "two", Status: "left", CreatedAt: t0 + 1000, EndedAt: t0 + 1000, LastSeq: 2},
 		}

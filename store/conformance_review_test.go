@@ -109,7 +109,7 @@ func TestReviewFormerParticipantSnapshotShowsItsOwnStatus(t *testing.T) {
 			}
 			return out
 		}
-		listed := func(h, id string) store.SessionSummary {
+		listed := func(h, id string) protocol.SessionSummary {
 			t.Helper()
 			rows, err := s.ListSessionsFor(bg, store.SessionFilter{Participant: h, Limit: 100})
 			must(t, err)
@@ -119,7 +119,7 @@ func TestReviewFormerParticipantSnapshotShowsItsOwnStatus(t *testing.T) {
 				}
 			}
 			t.Fatalf("%s does not list %s", h, id)
-			return store.SessionSummary{}
+			return protocol.SessionSummary{}
 		}
 
 		got := snap(b)

@@ -165,17 +165,6 @@ func likeEscape(s string) string {
 	return strings.NewReplacer("!", "!!", "%", "!%", "_", "!_").Replace(s)
 }
 
-// SessionSummary is one row of GET /sessions: a session and the caller's status in it.
-type SessionSummary struct {
-	ID        string `json:"id"`
-	State     string `json:"state"`
-	Topic     string `json:"topic,omitempty"`
-	Status    string `json:"status"`
-	CreatedAt int64  `json:"created_at"`
-	EndedAt   int64  `json:"ended_at,omitempty"`
-	LastSeq   int64  `json:"last_sequence"`
-}
-
 // SessionFilter narrows session listings. Sessions are listed newest first;
 // Before pages by session id (ids sort by creation time).
 type SessionFilter struct {
@@ -228,7 +217,7 @@ func (f SessionFilter) where() (string, []any) {
 // ListSessionsFor lists the sessions h is or was a participant of. For a
 // session h is not joined in, state, ended_at and last_sequence are as of
 // h's horizon (see snapshot.go), not the live ones.
-func (s *Store) ListSessionsFor(ctx context.Context, f SessionFilter) ([]SessionSummary, error) {
+func (s *Store) ListSessionsFor(ctx context.Context, f SessionFilter) ([]protocol.SessionSummary, error) {
 	where, args := f.where()
 	args = append(args, f.Participant, f.Limit)
 	const upto = `CASE WHEN p.visible_through > p.last_change_seq THEN p.visible_through ELSE p.last_change_seq END`
@@ -243,9 +232,9 @@ func (s *Store) ListSessionsFor(ctx context.Context, f SessionFilter) ([]Session
 		return nil, fmt.Errorf("store: list sessions: %w", err)
 	}
 	defer rows.Close()
-	out := []SessionSummary{}
+	out := []protocol.SessionSummary{}
 	for rows.Next() {
-		var r SessionSummary
+		var r protocol.SessionSummary
 		var ended, stateAt sql.NullInt64
 		var viewSeq int64
 		var stateType sql.NullString

@@ -9,41 +9,6 @@ import (
 
 // The operator's actions on agents.
 
-// AgentWithToken is the answer to agent creation and token rotation: the
-// only time a token is ever shown.
-type AgentWithToken struct {
-	*store.Agent
-	Token string `json:"token"`
-}
-
-// CreateAgentRequest is the body of POST /admin/v1/agents.
-type CreateAgentRequest struct {
-	Handle        string   `json:"handle"`
-	InboundPolicy string   `json:"inbound_policy"`
-	Allowlist     []string `json:"allowlist"`
-	Roles         []string `json:"roles"`
-}
-
-// PolicyRequest is the body of PUT /admin/v1/agents/{handle}/policy.
-type PolicyRequest struct {
-	InboundPolicy string `json:"inbound_policy"`
-}
-
-// AllowlistRequest is the body of the allowlist updates.
-type AllowlistRequest struct {
-	Entries []string `json:"entries"`
-}
-
-// RolesRequest is the body of PUT /admin/v1/agents/{handle}/roles.
-type RolesRequest struct {
-	Roles []string `json:"roles"`
-}
-
-// BlockRequest is the body of POST /admin/v1/agents/{handle}/blocks.
-type BlockRequest struct {
-	Handle string `json:"handle"`
-}
-
 // AllowlistOp is how an allowlist update combines with the current list.
 type AllowlistOp int
 
@@ -101,8 +66,8 @@ func validRole(r string) bool {
 }
 
 // CreateAgent registers an agent and returns it with its first token.
-func (a *App) CreateAgent(ctx context.Context, req CreateAgentRequest) (AgentWithToken, error) {
-	var none AgentWithToken
+func (a *App) CreateAgent(ctx context.Context, req protocol.CreateAgentRequest) (protocol.AgentWithToken, error) {
+	var none protocol.AgentWithToken
 	if !protocol.ValidHandle(req.Handle) {
 		return none, protocol.Invalid("handle %q is not a handle (@owner.agent, lower-case a-z 0-9 _ -, at most %d bytes)", req.Handle, protocol.MaxHandleLen)
 	}
@@ -132,11 +97,11 @@ func (a *App) CreateAgent(ctx context.Context, req CreateAgentRequest) (AgentWit
 		return none, err
 	}
 	a.log.Info("agent created", "agent", req.Handle, "policy", req.InboundPolicy)
-	return AgentWithToken{Agent: ag, Token: tok}, nil
+	return protocol.AgentWithToken{Agent: ag, Token: tok}, nil
 }
 
 // Agents lists the agents, all of them or one owner's.
-func (a *App) Agents(ctx context.Context, owner string) ([]*store.Agent, error) {
+func (a *App) Agents(ctx context.Context, owner string) ([]*protocol.Agent, error) {
 	if owner != "" && !protocol.ValidHandle("@"+owner+".x") {
 		return nil, protocol.Invalid("owner must be an owner name without \"@\" (a-z 0-9 _ -), as in acme for @acme.support")
 	}
@@ -144,7 +109,7 @@ func (a *App) Agents(ctx context.Context, owner string) ([]*store.Agent, error) 
 }
 
 // Agent returns one agent's record.
-func (a *App) Agent(ctx context.Context, handle string) (*store.Agent, error) {
+func (a *App) Agent(ctx context.Context, handle string) (*protocol.Agent, error) {
 	if err := checkHandle(handle); err != nil {
 		return nil, err
 	}
@@ -168,7 +133,7 @@ func (a *App) DeleteAgent(ctx context.Context, handle string) error {
 }
 
 // SetPolicy sets an agent's inbound policy and returns its record.
-func (a *App) SetPolicy(ctx context.Context, handle string, req PolicyRequest) (*store.Agent, error) {
+func (a *App) SetPolicy(ctx context.Context, handle string, req protocol.PolicyRequest) (*protocol.Agent, error) {
 	if err := checkHandle(handle); err != nil {
 		return nil, err
 	}
@@ -183,7 +148,7 @@ func (a *App) SetPolicy(ctx context.Context, handle string, req PolicyRequest) (
 
 // UpdateAllowlist replaces, extends or shrinks an agent's allowlist and
 // returns its record.
-func (a *App) UpdateAllowlist(ctx context.Context, handle string, op AllowlistOp, req AllowlistRequest) (*store.Agent, error) {
+func (a *App) UpdateAllowlist(ctx context.Context, handle string, op AllowlistOp, req protocol.AllowlistRequest) (*protocol.Agent, error) {
 	if err := checkHandle(handle); err != nil {
 		return nil, err
 	}
@@ -209,7 +174,7 @@ func (a *App) UpdateAllowlist(ctx context.Context, handle string, op AllowlistOp
 }
 
 // SetRoles replaces an agent's roles and returns its record.
-func (a *App) SetRoles(ctx context.Context, handle string, req RolesRequest) (*store.Agent, error) {
+func (a *App) SetRoles(ctx context.Context, handle string, req protocol.RolesRequest) (*protocol.Agent, error) {
 	if err := checkHandle(handle); err != nil {
 		return nil, err
 	}
@@ -227,7 +192,7 @@ func (a *App) SetRoles(ctx context.Context, handle string, req RolesRequest) (*s
 
 // Block makes handle block req.Handle: they leave the sessions they share,
 // and neither may contact the other. It returns handle's record.
-func (a *App) Block(ctx context.Context, handle string, req BlockRequest) (*store.Agent, error) {
+func (a *App) Block(ctx context.Context, handle string, req protocol.BlockRequest) (*protocol.Agent, error) {
 	if err := checkHandle(handle); err != nil {
 		return nil, err
 	}
@@ -244,7 +209,7 @@ func (a *App) Block(ctx context.Context, handle string, req BlockRequest) (*stor
 }
 
 // Unblock lifts handle's block of blocked and returns handle's record.
-func (a *App) Unblock(ctx context.Context, handle, blocked string) (*store.Agent, error) {
+func (a *App) Unblock(ctx context.Context, handle, blocked string) (*protocol.Agent, error) {
 	if err := checkHandle(handle); err != nil {
 		return nil, err
 	}
@@ -259,8 +224,8 @@ func (a *App) Unblock(ctx context.Context, handle, blocked string) (*store.Agent
 
 // RotateToken issues a new token; the old one stops working at once, and
 // connections and streams opened with it are closed.
-func (a *App) RotateToken(ctx context.Context, handle string) (AgentWithToken, error) {
-	var none AgentWithToken
+func (a *App) RotateToken(ctx context.Context, handle string) (protocol.AgentWithToken, error) {
+	var none protocol.AgentWithToken
 	if err := checkHandle(handle); err != nil {
 		return none, err
 	}
@@ -274,12 +239,12 @@ func (a *App) RotateToken(ctx context.Context, handle string) (AgentWithToken, e
 		return none, err
 	}
 	a.log.Info("token rotated", "agent", handle)
-	return AgentWithToken{Agent: ag, Token: tok}, nil
+	return protocol.AgentWithToken{Agent: ag, Token: tok}, nil
 }
 
 // RevokeToken removes an agent's token: it can no longer authenticate, and
 // its connections and streams are closed. It returns the agent's record.
-func (a *App) RevokeToken(ctx context.Context, handle string) (*store.Agent, error) {
+func (a *App) RevokeToken(ctx context.Context, handle string) (*protocol.Agent, error) {
 	if err := checkHandle(handle); err != nil {
 		return nil, err
 	}

@@ -50,7 +50,7 @@ func forEach(t *testing.T, tune func(*Config), fn func(t *testing.T, a *App)) {
 // mkAgent creates an open agent and returns its token.
 func mkAgent(t *testing.T, a *App, handle string) string {
 	t.Helper()
-	ag, err := a.CreateAgent(ctx, CreateAgentRequest{Handle: handle, InboundPolicy: protocol.PolicyOpen})
+	ag, err := a.CreateAgent(ctx, protocol.CreateAgentRequest{Handle: handle, InboundPolicy: protocol.PolicyOpen})
 	if err != nil {
 		t.Fatalf("CreateAgent %s: %v", handle, err)
 	}
@@ -142,7 +142,7 @@ func TestSessionActionsPublish(t *testing.T) {
 		})
 		step("join after reopen", func() error { return a.Join(ctx, "@acme.carol", id) })
 		step("block", func() error {
-			_, err := a.Block(ctx, "@acme.carol", BlockRequest{Handle: "@acme.alice"})
+			_, err := a.Block(ctx, "@acme.carol", protocol.BlockRequest{Handle: "@acme.alice"})
 			return err
 		})
 
@@ -232,8 +232,8 @@ func TestRateLimits(t *testing.T) {
 		if _, err := a.Admit(ctx, "@acme.bob", ActSendMessage); err == nil {
 			t.Fatal("a second admission within the burst of one")
 		}
-		_, _ = a.SubmitFrame(ctx, "@acme.alice", FrameSubmission{})
-		_, err = a.SubmitFrame(ctx, "@acme.alice", FrameSubmission{})
+		_, _ = a.SubmitFrame(ctx, "@acme.alice", protocol.FrameSubmission{})
+		_, err = a.SubmitFrame(ctx, "@acme.alice", protocol.FrameSubmission{})
 		wantRetry("second frame", err)
 	})
 }
@@ -284,37 +284,37 @@ func TestAuthCacheEviction(t *testing.T) {
 
 func TestAgentRules(t *testing.T) {
 	forEach(t, nil, func(t *testing.T, a *App) {
-		_, err := a.CreateAgent(ctx, CreateAgentRequest{Handle: "nope"})
+		_, err := a.CreateAgent(ctx, protocol.CreateAgentRequest{Handle: "nope"})
 		wantCode(t, err, http.StatusBadRequest, protocol.CodeInvalidRequest)
-		_, err = a.CreateAgent(ctx, CreateAgentRequest{Handle: "@acme.x", InboundPolicy: "closed"})
+		_, err = a.CreateAgent(ctx, protocol.CreateAgentRequest{Handle: "@acme.x", InboundPolicy: "closed"})
 		wantCode(t, err, http.StatusBadRequest, protocol.CodeInvalidRequest)
-		_, err = a.CreateAgent(ctx, CreateAgentRequest{Handle: "@acme.x", Allowlist: []string{"acme"}})
+		_, err = a.CreateAgent(ctx, protocol.CreateAgentRequest{Handle: "@acme.x", Allowlist: []string{"acme"}})
 		wantCode(t, err, http.StatusBadRequest, protocol.CodeInvalidRequest)
-		_, err = a.CreateAgent(ctx, CreateAgentRequest{Handle: "@acme.x", Roles: []string{"Bad Role"}})
+		_, err = a.CreateAgent(ctx, protocol.CreateAgentRequest{Handle: "@acme.x", Roles: []string{"Bad Role"}})
 		wantCode(t, err, http.StatusBadRequest, protocol.CodeInvalidRequest)
-		ag, err := a.CreateAgent(ctx, CreateAgentRequest{Handle: "@acme.x", Roles: []string{"ops"}})
+		ag, err := a.CreateAgent(ctx, protocol.CreateAgentRequest{Handle: "@acme.x", Roles: []string{"ops"}})
 		if err != nil || ag.InboundPolicy != protocol.PolicyAllowlist || len(ag.Roles) != 1 {
 			t.Fatalf("created %+v, %v (closed by default, with its roles)", ag.Agent, err)
 		}
-		got, err := a.SetPolicy(ctx, "@acme.x", PolicyRequest{InboundPolicy: protocol.PolicyOpen})
+		got, err := a.SetPolicy(ctx, "@acme.x", protocol.PolicyRequest{InboundPolicy: protocol.PolicyOpen})
 		if err != nil || got.InboundPolicy != protocol.PolicyOpen {
 			t.Fatalf("SetPolicy: %+v, %v", got, err)
 		}
-		_, err = a.UpdateAllowlist(ctx, "@acme.x", AllowlistAdd, AllowlistRequest{})
+		_, err = a.UpdateAllowlist(ctx, "@acme.x", AllowlistAdd, protocol.AllowlistRequest{})
 		wantCode(t, err, http.StatusBadRequest, protocol.CodeInvalidRequest)
 		for _, op := range []AllowlistOp{AllowlistReplace, AllowlistAdd, AllowlistRemove} {
-			if _, err := a.UpdateAllowlist(ctx, "@acme.x", op, AllowlistRequest{Entries: []string{"@acme.*"}}); err != nil {
+			if _, err := a.UpdateAllowlist(ctx, "@acme.x", op, protocol.AllowlistRequest{Entries: []string{"@acme.*"}}); err != nil {
 				t.Fatalf("allowlist op %d: %v", op, err)
 			}
 		}
-		got, err = a.SetRoles(ctx, "@acme.x", RolesRequest{})
+		got, err = a.SetRoles(ctx, "@acme.x", protocol.RolesRequest{})
 		if err != nil || len(got.Roles) != 0 {
 			t.Fatalf("SetRoles: %+v, %v", got, err)
 		}
-		_, err = a.Block(ctx, "@acme.x", BlockRequest{Handle: "@acme.x"})
+		_, err = a.Block(ctx, "@acme.x", protocol.BlockRequest{Handle: "@acme.x"})
 		wantCode(t, err, http.StatusBadRequest, protocol.CodeInvalidRequest)
 		mkAgent(t, a, "@acme.y")
-		if _, err := a.Block(ctx, "@acme.x", BlockRequest{Handle: "@acme.y"}); err != nil {
+		if _, err := a.Block(ctx, "@acme.x", protocol.BlockRequest{Handle: "@acme.y"}); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := a.Unblock(ctx, "@acme.x", "@acme.y"); err != nil {
@@ -334,7 +334,7 @@ func TestAgentRules(t *testing.T) {
 }
 
 // frameFor returns a valid agent_advisory frame.
-func frameFor(t *testing.T, sender, recipient string) json.RawMessage {
+func frameFor(t testing.TB, sender, recipient string) json.RawMessage {
 	var u [16]byte
 	_, _ = rand.Read(u[:])
 	u[6] = u[6]&0x0f | 0x40
@@ -359,7 +359,7 @@ func TestFrames(t *testing.T) {
 	forEach(t, nil, func(t *testing.T, a *App) {
 		aliceTok := mkAgent(t, a, "@acme.alice")
 		bobTok := mkAgent(t, a, "@acme.bob")
-		if _, err := a.CreateAgent(ctx, CreateAgentRequest{Handle: "@other.closed"}); err != nil {
+		if _, err := a.CreateAgent(ctx, protocol.CreateAgentRequest{Handle: "@other.closed"}); err != nil {
 			t.Fatal(err)
 		}
 
@@ -393,7 +393,7 @@ func TestFrames(t *testing.T) {
 		if len(a.Roster("@acme.alice")) != 0 {
 			t.Fatal("alice sees a roster she does not have")
 		}
-		res, err := a.SubmitFrame(ctx, "@acme.alice", FrameSubmission{Scope: "@acme.bob", Frame: frameFor(t, "@acme.alice", "@acme.bob")})
+		res, err := a.SubmitFrame(ctx, "@acme.alice", protocol.FrameSubmission{Scope: "@acme.bob", Frame: frameFor(t, "@acme.alice", "@acme.bob")})
 		if err != nil || res.Subscriptions != 1 || res.Exact {
 			t.Fatalf("frame to bob: %+v, %v (coarse count of one)", res, err)
 		}
@@ -405,24 +405,24 @@ func TestFrames(t *testing.T) {
 		case <-time.After(5 * time.Second):
 			t.Fatal("the frame never reached bob's stream")
 		}
-		_, err = a.SubmitFrame(ctx, "@acme.alice", FrameSubmission{Scope: "@acme.bob", Frame: frameFor(t, "@acme.bob", "@acme.bob")})
+		_, err = a.SubmitFrame(ctx, "@acme.alice", protocol.FrameSubmission{Scope: "@acme.bob", Frame: frameFor(t, "@acme.bob", "@acme.bob")})
 		wantCode(t, err, http.StatusForbidden, "sender-identity-mismatch")
-		_, err = a.SubmitFrame(ctx, "@acme.alice", FrameSubmission{Scope: "@acme.carol", Frame: frameFor(t, "@acme.alice", "@acme.bob")})
+		_, err = a.SubmitFrame(ctx, "@acme.alice", protocol.FrameSubmission{Scope: "@acme.carol", Frame: frameFor(t, "@acme.alice", "@acme.bob")})
 		wantCode(t, err, http.StatusForbidden, "scope-unauthorised")
 		// A closed agent refuses contact: the same 404 as no agent at all.
-		_, err = a.SubmitFrame(ctx, "@acme.alice", FrameSubmission{Scope: "@other.closed", Frame: frameFor(t, "@acme.alice", "@other.closed")})
+		_, err = a.SubmitFrame(ctx, "@acme.alice", protocol.FrameSubmission{Scope: "@other.closed", Frame: frameFor(t, "@acme.alice", "@other.closed")})
 		if !errors.Is(err, store.ErrNotFound) {
 			t.Fatalf("frame to a closed agent: %v", err)
 		}
-		_, err = a.SubmitFrame(ctx, "@acme.alice", FrameSubmission{Scope: "@acme.bob"})
+		_, err = a.SubmitFrame(ctx, "@acme.alice", protocol.FrameSubmission{Scope: "@acme.bob"})
 		wantCode(t, err, http.StatusBadRequest, "field-missing")
-		_, err = a.SubmitFrame(ctx, "@acme.alice", FrameSubmission{Frame: frameFor(t, "@acme.alice", "@acme.bob")})
+		_, err = a.SubmitFrame(ctx, "@acme.alice", protocol.FrameSubmission{Frame: frameFor(t, "@acme.alice", "@acme.bob")})
 		wantCode(t, err, http.StatusBadRequest, "field-missing")
-		self, err := a.SubmitFrame(ctx, "@acme.alice", FrameSubmission{Scope: "@acme.alice", Frame: frameFor(t, "@acme.alice", "@acme.alice")})
+		self, err := a.SubmitFrame(ctx, "@acme.alice", protocol.FrameSubmission{Scope: "@acme.alice", Frame: frameFor(t, "@acme.alice", "@acme.alice")})
 		if err != nil || !self.Exact || self.Subscriptions != 0 {
 			t.Fatalf("frame to oneself: %+v, %v (exact count)", self, err)
 		}
-		org, err := a.SubmitFrame(ctx, "@acme.alice", FrameSubmission{Scope: "org:acme/members/*", Frame: frameFor(t, "@acme.alice", "@acme.bob")})
+		org, err := a.SubmitFrame(ctx, "@acme.alice", protocol.FrameSubmission{Scope: "org:acme/members/*", Frame: frameFor(t, "@acme.alice", "@acme.bob")})
 		if err != nil || org.Exact {
 			t.Fatalf("org frame: %+v, %v", org, err)
 		}

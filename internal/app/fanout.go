@@ -17,23 +17,9 @@ import (
 // The ephemeral fan-out of agent-channel frames: submissions, per-handle
 // streams and the caller's roster of them.
 
-// FrameSubmission is the body of POST /frames.
-type FrameSubmission struct {
-	Scope string          `json:"scope"`
-	Frame json.RawMessage `json:"frame"`
-}
-
-// FrameResult answers a frame submission: how many streams the frame
-// reached. Exact is false when the count is coarsened to 0 or 1 (at least
-// one), which it is whenever the scope addresses another agent's streams.
-type FrameResult struct {
-	Subscriptions int  `json:"subscriptions"`
-	Exact         bool `json:"exact"`
-}
-
 // SubmitFrame fans a frame out to the live streams its scope reaches.
-func (a *App) SubmitFrame(ctx context.Context, caller string, req FrameSubmission) (FrameResult, error) {
-	var none FrameResult
+func (a *App) SubmitFrame(ctx context.Context, caller string, req protocol.FrameSubmission) (protocol.FrameResult, error) {
+	var none protocol.FrameResult
 	if err := a.admit(ctx, caller, ActSubmitFrame); err != nil {
 		return none, err
 	}
@@ -72,7 +58,7 @@ func (a *App) SubmitFrame(ctx context.Context, caller string, req FrameSubmissio
 	if !exact {
 		n = min(n, 1)
 	}
-	return FrameResult{Subscriptions: n, Exact: exact}, nil
+	return protocol.FrameResult{Subscriptions: n, Exact: exact}, nil
 }
 
 // authoriseScope maps a scope onto stream targets and checks that the sender
@@ -93,7 +79,7 @@ func (a *App) authoriseScope(ctx context.Context, me string, fr *frame.Frame, sc
 		// trust settings refuse the sender (allowlist, block) is silently
 		// left out, and the count is coarsened so that nobody learns which
 		// of an owner's agents refuse them or are online.
-		var from *store.Agent
+		var from *protocol.Agent
 		for _, m := range members {
 			if m.Handle == me {
 				from = m

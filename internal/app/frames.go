@@ -2,7 +2,6 @@ package app
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"time"
@@ -49,14 +48,14 @@ func frameErr(status int, code, field, format string, args ...any) *protocol.Err
 func (a *App) sessionFrames(c *protocol.Content, sender string) ([]string, error) {
 	var recipients []string
 	for i, data := range c.DataParts {
-		// Most data parts are not frames: skip the decode unless the key
-		// can be there at all, written plainly or with \u escapes (which
-		// any JSON parser would decode to envelope_version).
+		// Most data parts are not frames: skip the member walk unless the
+		// key can be there at all, written plainly or with \u escapes
+		// (which any JSON parser would decode to envelope_version). The
+		// walk reads the object's own member names as a decode would.
 		if !bytes.Contains(data, []byte(`envelope_version`)) && !bytes.Contains(data, []byte(`\u`)) {
 			continue
 		}
-		var obj map[string]json.RawMessage
-		if err := json.Unmarshal(data, &obj); err != nil || !frame.IsFrame(obj) {
+		if !c.HasMember(i, frame.EnvelopeVersionKey) {
 			continue
 		}
 		fr, ferr := frame.Validate(data, a.cfg.Frames.Validation)

@@ -10,12 +10,12 @@ import (
 // The operator's reads: every session, complete event logs, exports.
 
 // AdminSessions lists the sessions matching f, newest first.
-func (a *App) AdminSessions(ctx context.Context, f store.SessionFilter) (SessionList[*protocol.Session], error) {
+func (a *App) AdminSessions(ctx context.Context, f store.SessionFilter) (protocol.SessionList[*protocol.Session], error) {
 	sessions, err := a.st.ListSessions(ctx, f)
 	if err != nil {
-		return SessionList[*protocol.Session]{}, err
+		return protocol.SessionList[*protocol.Session]{}, err
 	}
-	out := SessionList[*protocol.Session]{Sessions: sessions}
+	out := protocol.SessionList[*protocol.Session]{Sessions: sessions}
 	if out.Sessions == nil {
 		out.Sessions = []*protocol.Session{}
 	}

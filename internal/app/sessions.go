@@ -47,21 +47,24 @@ func (a *App) validateContent(raw json.RawMessage, sender string) ([]string, err
 }
 
 // idempotency validates an optional idempotency key and returns it with
-// the hash of the request it was given with.
-func idempotency(key *string, req any) (string, string, error) {
+// the hash of the request it was given with, encoded by encode (which is
+// called only when there is a key).
+func idempotency(key *string, encode func() []byte) (string, string, error) {
 	if err := protocol.ValidateIdempotencyKey(key); err != nil {
 		return "", "", err
 	}
 	if key == nil {
 		return "", "", nil
 	}
-	return *key, requestHash(req), nil
+	return *key, requestHash(encode()), nil
 }
 
-// requestHash identifies a request for idempotent retries: the same key with
-// a different request is refused rather than silently answered.
-func requestHash(v any) string {
-	b, _ := json.Marshal(v)
+// requestHash identifies a request, by its JSON encoding, for idempotent
+// retries: the same key with a different request is refused rather than
+// silently answered. The encoding is json.Marshal's (compact, so a retry
+// that only spaces the JSON differently is the same request); hashes are
+// stored, and exported and imported with the network, so it must not change.
+func requestHash(b []byte) string {
 	h := sha256.Sum256(b)
 	return hex.EncodeToString(h[:16])
 }
@@ -87,7 +90,7 @@ func (a *App) CreateSession(ctx context.Context, caller string, req protocol.Cre
 	if err != nil {
 		return none, err
 	}
-	key, hash, err := idempotency(req.IdempotencyKey, req)
+	key, hash, err := idempotency(req.IdempotencyKey, func() []byte { b, _ := json.Marshal(req); return b })
 	if err != nil {
 		return none, err
 	}
@@ -161,14 +164,7 @@ func (a *App) SendMessage(ctx context.Context, caller, id string, req protocol.S
 	if err := checkSessionID(id); err != nil {
 		return none, err
 	}
-	recipients, err := a.validateContent(req.Content, caller)
-	if err != nil {
-		return none, err
-	}
-	if err := a.cfg.Limits.ValidateMetadata(req.Metadata); err != nil {
-		return none, err
-	}
-	key, hash, err := idempotency(req.IdempotencyKey, req)
+	recipients, key, hash, err := a.checkMessage(caller, req)
 	if err != nil {
 		return none, err
 	}
@@ -179,6 +175,24 @@ func (a *App) SendMessage(ctx context.Context, caller, id string, req protocol.S
 	}
 	a.publish(commit)
 	return resp, nil
+}
+
+// checkMessage is SendMessage's work before the store: it validates the
+// content (and the frames it carries), the metadata and the idempotency
+// key, and returns the frames' recipients, the key and the request's hash.
+func (a *App) checkMessage(caller string, req protocol.SendMessageRequest) (recipients []string, key, hash string, err error) {
+	recipients, err = a.validateContent(req.Content, caller)
+	if err != nil {
+		return nil, "", "", err
+	}
+	if err := a.cfg.Limits.ValidateMetadata(req.Metadata); err != nil {
+		return nil, "", "", err
+	}
+	key, hash, err = idempotency(req.IdempotencyKey, func() []byte { return req.AppendJSON(nil) })
+	if err != nil {
+		return nil, "", "", err
+	}
+	return recipients, key, hash, nil
 }
 
 // Reopen reopens ended session id, optionally inviting and sending an
@@ -214,20 +228,14 @@ func (a *App) Session(ctx context.Context, caller, id string) (*protocol.Session
 	return a.st.GetSession(ctx, id, caller)
 }
 
-// SessionList is a page of sessions, newest first.
-type SessionList[T any] struct {
-	Sessions   []T    `json:"sessions"`
-	NextCursor string `json:"next_cursor,omitempty"`
-}
-
 // Sessions lists caller's sessions matching f (f.Participant is caller).
-func (a *App) Sessions(ctx context.Context, caller string, f store.SessionFilter) (SessionList[store.SessionSummary], error) {
+func (a *App) Sessions(ctx context.Context, caller string, f store.SessionFilter) (protocol.SessionList[protocol.SessionSummary], error) {
 	f.Participant = caller
 	rows, err := a.st.ListSessionsFor(ctx, f)
 	if err != nil {
-		return SessionList[store.SessionSummary]{}, err
+		return protocol.SessionList[protocol.SessionSummary]{}, err
 	}
-	out := SessionList[store.SessionSummary]{Sessions: rows}
+	out := protocol.SessionList[protocol.SessionSummary]{Sessions: rows}
 	if len(rows) == f.Limit {
 		out.NextCursor = rows[len(rows)-1].ID
 	}

@@ -234,11 +234,15 @@ func build(raw []byte, root *value) *Frame {
 	return fr
 }
 
+// EnvelopeVersionKey is the member whose presence makes a data object an
+// agent-channel frame.
+const EnvelopeVersionKey = "envelope_version"
+
 // IsFrame reports whether a decoded `data` object is an agent-channel frame:
 // it carries the key "envelope_version". Whether it is a valid one is
 // Validate's question.
 func IsFrame(data map[string]json.RawMessage) bool {
-	_, ok := data["envelope_version"]
+	_, ok := data[EnvelopeVersionKey]
 	return ok
 }
 
