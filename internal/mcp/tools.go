@@ -8,7 +8,6 @@ import (
 	"github.com/aspd/aspd/internal/app"
 	"github.com/aspd/aspd/internal/framefeed"
 	"github.com/aspd/aspd/protocol"
-	"github.com/aspd/aspd/store"
 )
 
 // Tool arguments and results. Field names are the wire's (docs/api.md);
@@ -182,10 +181,10 @@ func NewServer(a *app.App) *mcp.Server {
 
 	tool(s, &mcp.Tool{Name: "list_sessions", Annotations: annotations(true, false, true),
 		Description: "List your sessions, newest first, with your status in each and its last sequence number. Page with cursor."},
-		func(ctx context.Context, who string, in ListSessionsArgs) (app.SessionList[store.SessionSummary], error) {
+		func(ctx context.Context, who string, in ListSessionsArgs) (protocol.SessionList[protocol.SessionSummary], error) {
 			f, err := app.SessionQuery{State: in.State, Status: in.Status, Cursor: in.Cursor, Limit: itoa(in.Limit), Since: in.Since, Until: in.Until}.Filter()
 			if err != nil {
-				return app.SessionList[store.SessionSummary]{}, err
+				return protocol.SessionList[protocol.SessionSummary]{}, err
 			}
 			return a.Sessions(ctx, who, f)
 		})
@@ -222,12 +221,12 @@ func NewServer(a *app.App) *mcp.Server {
 
 	tool(s, &mcp.Tool{Name: "post_frame", Annotations: annotations(false, false, false),
 		Description: "Send an ephemeral agent-channel frame to the live frame streams its scope reaches (docs/frames.md). Frames are not stored in sessions; use send_message with a data part for a durable one." + notFoundNote},
-		func(ctx context.Context, who string, in PostFrameArgs) (app.FrameResult, error) {
+		func(ctx context.Context, who string, in PostFrameArgs) (protocol.FrameResult, error) {
 			f, err := raw(in.Frame)
 			if err != nil {
-				return app.FrameResult{}, err
+				return protocol.FrameResult{}, err
 			}
-			return a.SubmitFrame(ctx, who, app.FrameSubmission{Scope: in.Scope, Frame: f})
+			return a.SubmitFrame(ctx, who, protocol.FrameSubmission{Scope: in.Scope, Frame: f})
 		})
 
 	tool(s, &mcp.Tool{Name: "get_roster", Annotations: annotations(true, false, true),
