@@ -17,3 +17,11 @@ type FrameResult struct {
 	Subscriptions int  `json:"subscriptions"`
 	Exact         bool `json:"exact"`
 }
+
+// StreamInfo is one entry of the roster (GET /stream/roster): one of the
+// caller's own open frame streams.
+type StreamInfo struct {
+	Instrument string `json:"instrument"`
+	Session    string `json:"session,omitempty"`
+	Since      int64  `json:"since"`
+}

@@ -248,6 +248,6 @@ func (a *App) replayable(ctx context.Context, me string, replay []framefeed.Repl
 }
 
 // Roster lists caller's own live streams, never anyone else's.
-func (a *App) Roster(caller string) []framefeed.StreamInfo {
+func (a *App) Roster(caller string) []protocol.StreamInfo {
 	return a.streams.Roster(caller)
 }

@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/aspd/aspd/protocol"
 	"github.com/aspd/aspd/protocol/frame"
 )
 
@@ -342,21 +343,14 @@ func (r *Registry) Emit(t *Target, fr *frame.Frame, data []byte) int {
 	return n
 }
 
-// StreamInfo is one entry of the roster.
-type StreamInfo struct {
-	Instrument string `json:"instrument"`
-	Session    string `json:"session,omitempty"`
-	Since      int64  `json:"since"`
-}
-
 // Roster lists handle's own open streams, oldest first.
-func (r *Registry) Roster(handle string) []StreamInfo {
+func (r *Registry) Roster(handle string) []protocol.StreamInfo {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	out := []StreamInfo{}
+	out := []protocol.StreamInfo{}
 	if st, ok := r.handles[handle]; ok {
 		for s := range st.subs {
-			out = append(out, StreamInfo{Instrument: s.Instrument, Session: s.Session, Since: s.Since.UnixMilli()})
+			out = append(out, protocol.StreamInfo{Instrument: s.Instrument, Session: s.Session, Since: s.Since.UnixMilli()})
 		}
 	}
 	sort.Slice(out, func(i, j int) bool {

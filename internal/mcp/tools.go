@@ -6,7 +6,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/aspd/aspd/internal/app"
-	"github.com/aspd/aspd/internal/framefeed"
 	"github.com/aspd/aspd/protocol"
 )
 
@@ -79,7 +78,7 @@ type PostFrameArgs struct {
 }
 
 type Roster struct {
-	Streams []framefeed.StreamInfo `json:"streams" jsonschema:"your own open frame streams"`
+	Streams []protocol.StreamInfo `json:"streams" jsonschema:"your own open frame streams"`
 }
 
 type Empty struct{}
