@@ -25,7 +25,7 @@ import (
 
 func main() {
 	if len(os.Args) > 1 && (os.Args[1] == "version" || os.Args[1] == "--version" || os.Args[1] == "-version") {
-		printVersion(os.Stdout)
+		printVersion(os.Stdout, server.ReadBuild())
 		os.Exit(0)
 	}
 	if len(os.Args) > 1 && (os.Args[1] == "export" || os.Args[1] == "import") {

@@ -11,14 +11,22 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/aspd/aspd/server"
 )
 
 func TestVersionPrintsBuildInfo(t *testing.T) {
 	var b bytes.Buffer
-	printVersion(&b)
+	printVersion(&b, server.ReadBuild())
 	out := b.String()
 	if !strings.HasPrefix(out, "aspd ") || !strings.Contains(out, "go: go") {
 		t.Errorf("version output:\n%s", out)
+	}
+	b.Reset()
+	printVersion(&b, server.Build{Version: "v1.2.3", Revision: "abc123", Modified: true, Time: "2026-11-24T07:00:00Z", GoVersion: "go1.26.8"})
+	want := "aspd v1.2.3\nrevision: abc123 (modified)\ncommit time: 2026-11-24T07:00:00Z\ngo: go1.26.8\n"
+	if b.String() != want {
+		t.Errorf("version output:\n%s\nwant:\n%s", b.String(), want)
 	}
 }
 

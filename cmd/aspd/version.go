@@ -11,8 +11,7 @@ import (
 // revision the binary was built from (with "modified" when the working tree
 // had uncommitted changes, and the commit time when known), from the build
 // information the Go toolchain embeds.
-func printVersion(w io.Writer) {
-	bi := server.ReadBuild()
+func printVersion(w io.Writer, bi server.Build) {
 	fmt.Fprintf(w, "aspd %s\n", bi.Version)
 	if bi.Revision != "" {
 		rev := bi.Revision
@@ -22,7 +21,7 @@ func printVersion(w io.Writer) {
 		fmt.Fprintf(w, "revision: %s\n", rev)
 	}
 	if bi.Time != "" {
-		fmt.Fprintf(w, "built from a commit of: %s\n", bi.Time)
+		fmt.Fprintf(w, "commit time: %s\n", bi.Time)
 	}
 	if bi.GoVersion != "" {
 		fmt.Fprintf(w, "go: %s\n", bi.GoVersion)
