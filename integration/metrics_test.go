@@ -41,12 +41,16 @@ func TestMetrics(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	value := func(name string) int64 {
-		m := regexp.MustCompile(`(?m)^` + name + ` (\d+)$`).FindSubmatch(body)
+		// The exposition writes large values in exponent notation (2.2e+07).
+		m := regexp.MustCompile(`(?m)^` + name + ` (\S+)$`).FindSubmatch(body)
 		if m == nil {
 			t.Fatalf("no %s in\n%s", name, body)
 		}
-		n, _ := strconv.ParseInt(string(m[1]), 10, 64)
-		return n
+		f, err := strconv.ParseFloat(string(m[1]), 64)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		return int64(f)
 	}
 	if got := value("aspd_connections"); got != 1 {
 		t.Errorf("aspd_connections = %d, want 1", got)
@@ -56,5 +60,16 @@ func TestMetrics(t *testing.T) {
 	}
 	if got := value("process_resident_memory_bytes"); got <= 0 {
 		t.Errorf("process_resident_memory_bytes = %d", got)
+	}
+	// Latency histograms: requests by route, method and status class, and
+	// send-to-deliver for the events b received live.
+	for _, re := range []string{
+		`(?m)^aspd_http_request_duration_seconds_count\{method="POST",route="/sessions/:id/messages",status="2xx"\} 1$`,
+		`(?m)^aspd_delivery_latency_seconds_count [1-9]`,
+		`(?m)^aspd_build_info\{goversion="[^"]+",revision="[^"]*",version="[^"]+"\} 1$`,
+	} {
+		if !regexp.MustCompile(re).Match(body) {
+			t.Errorf("no match for %s in\n%s", re, body)
+		}
 	}
 }

@@ -47,6 +47,11 @@ type Config struct {
 	CursorFlushInterval time.Duration // how often advanced cursors are persisted, in one batch
 	ConfirmInterval     time.Duration // at most one confirmation ping per connection this often
 	ReadBatch           int           // events per store read when catching up
+	// OnLiveWrite, when set, is called with the time from an event's
+	// created_at (stamped in the transaction that committed it) to its write
+	// on a connection, for events written from memory, i.e. that arrived by
+	// a live publish rather than a catch-up read. For latency metrics.
+	OnLiveWrite func(time.Duration)
 }
 
 // DefaultConfig is the hub configuration aspd uses unless told otherwise.

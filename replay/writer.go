@@ -185,6 +185,7 @@ func (c *Conn) pull(ctx context.Context, sessionID string, a *announce) error {
 		// serve the next event yet, the store can: never wait on a publisher.
 		if fromStore || len(batch) == 0 {
 			c.hub.stats.StoreReads.Add(1)
+			fromStore = true
 			if batch, err = c.hub.st.EventsAfter(ctx, sessionID, cs.sent, c.hub.cfg.ReadBatch); err != nil {
 				return err
 			}
@@ -216,6 +217,9 @@ func (c *Conn) pull(ctx context.Context, sessionID string, a *announce) error {
 			if visibility.Visible(cs.view, e.Meta()) {
 				if err = c.write(ctx, e.Body); err != nil {
 					break
+				}
+				if f := c.hub.cfg.OnLiveWrite; f != nil && !fromStore {
+					f(time.Since(time.UnixMilli(e.CreatedAt)))
 				}
 				shown = e.Sequence
 			}

@@ -1,57 +1,113 @@
 package server
 
 import (
-	"fmt"
 	"net/http"
-	"os"
-	"runtime"
 	"strconv"
-	"strings"
+	"time"
 
 	"github.com/labstack/echo/v4"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
-// metrics is GET /metrics (operator token): Prometheus text exposition of
-// the hub's counters, live connections and process memory.
-func (s *Server) metrics(c echo.Context) error {
-	st := s.app.DeliveryStats()
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	var b strings.Builder
-	metric := func(name, typ, help string, v int64) {
-		fmt.Fprintf(&b, "# HELP %s %s\n# TYPE %s %s\n%s %d\n", name, help, name, typ, name, v)
-	}
-	metric("aspd_connections", "gauge", "Live WebSocket connections.", int64(st.Connections))
-	metric("aspd_agents_online", "gauge", "Agents with at least one live connection.", int64(st.AgentsOnline))
-	metric("aspd_connections_total", "counter", "WebSocket connections attached since start.", st.Connects)
-	metric("aspd_events_published_total", "counter", "Committed events handed to live delivery.", st.Handed)
-	metric("aspd_events_delivered_total", "counter", "Events written to WebSocket connections.", st.Delivered)
-	metric("aspd_delivery_confirms_total", "counter", "Pongs that confirmed the events written before their ping.", st.Confirms)
-	metric("aspd_delivery_acks_total", "counter", "Explicit acknowledgements received from clients.", st.Acks)
-	metric("aspd_catchup_store_reads_total", "counter", "Catch-up reads served by the database instead of memory.", st.StoreReads)
-	metric("aspd_slow_consumers_total", "counter", "Connections closed as slow consumers.", st.SlowConsumers)
-	metric("go_goroutines", "gauge", "Goroutines.", int64(runtime.NumGoroutine()))
-	metric("go_memstats_heap_inuse_bytes", "gauge", "Heap bytes in use.", int64(ms.HeapInuse))
-	metric("go_memstats_sys_bytes", "gauge", "Bytes obtained from the OS.", int64(ms.Sys))
-	if rss, ok := residentBytes(); ok {
-		metric("process_resident_memory_bytes", "gauge", "Resident set size.", rss)
-	}
-	return c.Blob(http.StatusOK, "text/plain; version=0.0.4", []byte(b.String()))
+// metrics is what GET /metrics (operator token) exposes, in one registry
+// per server: the delivery counters and live connections of the
+// application, request and send-to-deliver latency histograms, the build,
+// and the Go runtime and process collectors (go_goroutines,
+// go_memstats_*, process_resident_memory_bytes, ...).
+type metrics struct {
+	reg      *prometheus.Registry
+	requests *prometheus.HistogramVec
+	delivery prometheus.Histogram
+	handler  http.Handler
 }
 
-// residentBytes reads the resident set size from /proc (Linux only).
-func residentBytes() (int64, bool) {
-	b, err := os.ReadFile("/proc/self/statm")
-	if err != nil {
-		return 0, false
+// latencyBuckets, in seconds: 0.5ms to 10s.
+var latencyBuckets = []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}
+
+func newMetrics(s *Server) *metrics {
+	m := &metrics{reg: prometheus.NewRegistry()}
+	m.requests = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "aspd_http_request_duration_seconds",
+		Help:    "HTTP requests by method, route pattern and status class (2xx, 4xx, ...): time from the request's arrival to the end of its answer; WebSocket and SSE streams count when they end.",
+		Buckets: latencyBuckets,
+	}, []string{"method", "route", "status"})
+	m.delivery = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "aspd_delivery_latency_seconds",
+		Help:    "Send-to-deliver: from an event's created_at (stamped in the transaction that commits it) to its write on a WebSocket connection, for events delivered live (not on catch-up). Millisecond resolution.",
+		Buckets: latencyBuckets,
+	})
+	bi := ReadBuild()
+	build := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name:        "aspd_build_info",
+		Help:        "Always 1; the labels are the module version and the VCS revision aspd was built from.",
+		ConstLabels: prometheus.Labels{"version": bi.Version, "revision": bi.Revision, "goversion": bi.GoVersion},
+	})
+	build.Set(1)
+	m.reg.MustRegister(m.requests, m.delivery, build, deliveryCollector{s},
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.handler = promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
+	return m
+}
+
+// observeRequest records one finished request.
+func (m *metrics) observeRequest(method, route string, status int, d time.Duration) {
+	m.requests.WithLabelValues(method, route, strconv.Itoa(status/100)+"xx").Observe(d.Seconds())
+}
+
+// observeDelivery is the hub's OnLiveWrite.
+func (m *metrics) observeDelivery(d time.Duration) {
+	m.delivery.Observe(max(d, 0).Seconds())
+}
+
+// deliveryCollector reads the application's delivery counters once per
+// scrape; the names and meanings are those aspd has always exposed.
+type deliveryCollector struct{ s *Server }
+
+var deliveryDescs = struct {
+	connections, agentsOnline, connects, published, delivered, confirms, acks, storeReads, slow *prometheus.Desc
+}{
+	connections:  prometheus.NewDesc("aspd_connections", "Live WebSocket connections.", nil, nil),
+	agentsOnline: prometheus.NewDesc("aspd_agents_online", "Agents with at least one live connection.", nil, nil),
+	connects:     prometheus.NewDesc("aspd_connections_total", "WebSocket connections attached since start.", nil, nil),
+	published:    prometheus.NewDesc("aspd_events_published_total", "Committed events handed to live delivery.", nil, nil),
+	delivered:    prometheus.NewDesc("aspd_events_delivered_total", "Events written to WebSocket connections.", nil, nil),
+	confirms:     prometheus.NewDesc("aspd_delivery_confirms_total", "Pongs that confirmed the events written before their ping.", nil, nil),
+	acks:         prometheus.NewDesc("aspd_delivery_acks_total", "Explicit acknowledgements received from clients.", nil, nil),
+	storeReads:   prometheus.NewDesc("aspd_catchup_store_reads_total", "Catch-up reads served by the database instead of memory.", nil, nil),
+	slow:         prometheus.NewDesc("aspd_slow_consumers_total", "Connections closed as slow consumers.", nil, nil),
+}
+
+func (deliveryCollector) Describe(ch chan<- *prometheus.Desc) {
+	d := deliveryDescs
+	for _, x := range []*prometheus.Desc{d.connections, d.agentsOnline, d.connects, d.published, d.delivered, d.confirms, d.acks, d.storeReads, d.slow} {
+		ch <- x
 	}
-	f := strings.Fields(string(b))
-	if len(f) < 2 {
-		return 0, false
+}
+
+func (c deliveryCollector) Collect(ch chan<- prometheus.Metric) {
+	st := c.s.app.DeliveryStats()
+	d := deliveryDescs
+	gauge := func(desc *prometheus.Desc, v int64) {
+		ch <- prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, float64(v))
 	}
-	pages, err := strconv.ParseInt(f[1], 10, 64)
-	if err != nil {
-		return 0, false
+	counter := func(desc *prometheus.Desc, v int64) {
+		ch <- prometheus.MustNewConstMetric(desc, prometheus.CounterValue, float64(v))
 	}
-	return pages * int64(os.Getpagesize()), true
+	gauge(d.connections, int64(st.Connections))
+	gauge(d.agentsOnline, int64(st.AgentsOnline))
+	counter(d.connects, st.Connects)
+	counter(d.published, st.Handed)
+	counter(d.delivered, st.Delivered)
+	counter(d.confirms, st.Confirms)
+	counter(d.acks, st.Acks)
+	counter(d.storeReads, st.StoreReads)
+	counter(d.slow, st.SlowConsumers)
+}
+
+// metricsHandler is GET /metrics (operator token): Prometheus exposition.
+func (s *Server) metricsHandler(c echo.Context) error {
+	s.metrics.handler.ServeHTTP(c.Response(), c.Request())
+	return nil
 }

@@ -59,13 +59,17 @@ type Server struct {
 	app  *app.App
 	log  *slog.Logger
 	echo *echo.Echo
+
+	metrics *metrics // /metrics (metrics.go); the access log feeds it
 }
 
 // New builds a server on st. Call Start to run background work and Close to stop.
 func New(cfg Config, st *store.Store, log *slog.Logger) *Server {
-	a := app.New(app.Config{Limits: cfg.Limits, GraceWindow: cfg.GraceWindow, Hub: cfg.Hub, Frames: cfg.Frames,
+	s := &Server{cfg: cfg, log: log}
+	s.metrics = newMetrics(s)
+	cfg.Hub.OnLiveWrite = s.metrics.observeDelivery
+	s.app = app.New(app.Config{Limits: cfg.Limits, GraceWindow: cfg.GraceWindow, Hub: cfg.Hub, Frames: cfg.Frames,
 		ContactRate: cfg.ContactRate, ContactBurst: cfg.ContactBurst, MessageRate: cfg.MessageRate, MessageBurst: cfg.MessageBurst}, st, log)
-	s := &Server{cfg: cfg, app: a, log: log}
 	s.echo = s.routes()
 	return s
 }
@@ -92,7 +96,7 @@ func (s *Server) routes() *echo.Echo {
 	e.HideBanner = true
 	e.HidePort = true
 	e.HTTPErrorHandler = s.errorHandler
-	e.Use(s.requestID, s.recoverer, s.retryAfter)
+	e.Use(s.requestID, s.accessLog, s.recoverer, s.retryAfter)
 
 	e.GET("/healthz", s.healthz)
 	e.GET("/readyz", s.readyz)
@@ -120,7 +124,7 @@ func (s *Server) routes() *echo.Echo {
 	s.adminRoutes(func(method, path string, h echo.HandlerFunc) {
 		e.Add(method, "/admin/v1"+path, h, s.adminAuth, s.strictQuery)
 	})
-	e.GET("/metrics", s.metrics, s.adminAuth, s.strictQuery)
+	e.GET("/metrics", s.metricsHandler, s.adminAuth, s.strictQuery)
 	return e
 }
 

@@ -56,7 +56,9 @@ func (s *Server) connect(c echo.Context) error {
 	// and tears everything down. Any other client message is ignored. The
 	// HTTP handler returns now, so an idle connection costs one goroutine,
 	// this one.
+	logEnd := s.detachAccessLog(c)
 	go func() {
+		defer logEnd()
 		defer cancel()
 		for {
 			typ, msg, err := ws.Read(ctx)

@@ -35,6 +35,10 @@ func (s *Store) CreateAgent(ctx context.Context, a NewAgent) error {
 			return fmt.Errorf("store: create agent: %w", err)
 		}
 		if n, _ := res.RowsAffected(); n == 0 {
+			var deleted bool
+			if err := tx.QueryRowContext(ctx, `SELECT deleted_at IS NOT NULL FROM agents WHERE handle = $1`, a.Handle).Scan(&deleted); err == nil && deleted {
+				return &Error{Kind: KindConflict, Message: fmt.Sprintf("handle %s belonged to a deleted agent and cannot be reused: handles are never reused, so that no new owner can read the old agent's sessions; choose another handle", a.Handle)}
+			}
 			return &Error{Kind: KindConflict, Message: fmt.Sprintf("agent %s already exists", a.Handle)}
 		}
 		return replaceAllowlist(ctx, tx, a.Handle, a.Allowlist)

@@ -7,10 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -129,7 +131,10 @@ func (c *client) open(ctx context.Context, method, path string, query url.Values
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return nil, err
+		if ctx.Err() == context.Canceled {
+			return nil, err
+		}
+		return nil, reachError(req.URL.Scheme+"://"+req.URL.Host, err)
 	}
 	if resp.StatusCode >= 300 {
 		defer resp.Body.Close()
@@ -231,3 +236,46 @@ func (a *app) pageAll(key string, page func(cursor string) ([]byte, error)) erro
 
 // pathEscape escapes one path segment (a handle or a session id).
 func pathEscape(s string) string { return url.PathEscape(s) }
+
+// checkServer refuses a --server that is not an http or https URL with a
+// host, before any request is made.
+func checkServer(server string) error {
+	u, err := url.Parse(server)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Opaque != "" {
+		hint := ""
+		if err == nil && !strings.Contains(server, "://") {
+			hint = fmt.Sprintf(" (did you mean --server http://%s?)", server)
+		}
+		return usageErrorf("--server %q is not an aspd address: give its URL with the scheme, e.g. --server http://127.0.0.1:8080, or set ASPCTL_SERVER%s", server, hint)
+	}
+	return nil
+}
+
+// reachErr is a request that got no answer from the server: the message
+// says what went wrong and what to do.
+type reachErr struct {
+	msg string
+	err error
+}
+
+func (e *reachErr) Error() string { return e.msg }
+func (e *reachErr) Unwrap() error { return e.err }
+
+// reachError turns a transport error of a request to server into a
+// sentence.
+func reachError(server string, err error) error {
+	var dns *net.DNSError
+	var ne net.Error
+	var msg string
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED):
+		msg = fmt.Sprintf("nothing answers at %s (connection refused): is aspd running there? Start it, or point aspctl at it with --server URL (or ASPCTL_SERVER)", server)
+	case errors.As(err, &dns):
+		msg = fmt.Sprintf("cannot find the host %q of %s: check the address given by --server (or ASPCTL_SERVER)", dns.Name, server)
+	case errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout():
+		msg = fmt.Sprintf("aspd at %s did not answer in time: check that it is up and reachable from here", server)
+	default:
+		msg = fmt.Sprintf("cannot reach aspd at %s (%v): check --server (or ASPCTL_SERVER) and that aspd is running", server, err)
+	}
+	return &reachErr{msg: msg, err: err}
+}

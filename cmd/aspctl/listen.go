@@ -52,7 +52,7 @@ func listen(a *app, c *command, args []string) error {
 	ctx, stop := signal.NotifyContext(a.ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	context.AfterFunc(ctx, stop) // a second interrupt during the close kills
-	l := &listener{url: u, token: cl.token, pretty: *pretty, out: a.stdout, log: a.stderr, seen: newSeenSet(seenCapacity)}
+	l := &listener{url: u, server: cl.base, token: cl.token, pretty: *pretty, out: a.stdout, log: a.stderr, seen: newSeenSet(seenCapacity)}
 	return l.run(ctx, *reconnect)
 }
 
@@ -79,6 +79,7 @@ func connectURL(base string) (string, error) {
 // reconnection may resend events (delivery is at least once).
 type listener struct {
 	url, token string
+	server     string // the --server URL, for error messages
 	pretty     bool
 	out, log   io.Writer
 	seen       *seenSet
@@ -229,7 +230,10 @@ func (l *listener) dial(ctx context.Context) (*websocket.Conn, error) {
 		b, _ := io.ReadAll(resp.Body)
 		return nil, decodeError(resp.StatusCode, b)
 	}
-	return nil, fmt.Errorf("connecting to %s: %w", l.url, err)
+	if ctx.Err() != nil {
+		return nil, fmt.Errorf("connecting to %s: %w", l.url, err)
+	}
+	return nil, reachError(l.server, err)
 }
 
 // print writes one event unless it was printed already.

@@ -105,6 +105,9 @@ func (a *app) parseGlobal(args []string) ([]string, error) {
 		a.fileFromFlag = a.fileFromFlag || f.Name == "admin-token-file"
 	})
 	a.server = strings.TrimRight(a.server, "/")
+	if err := checkServer(a.server); err != nil {
+		return nil, err
+	}
 	if fs.NArg() == 0 {
 		fs.SetOutput(a.stderr)
 		a.usage(a.stderr, fs)

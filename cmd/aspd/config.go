@@ -14,6 +14,18 @@ import (
 	"github.com/aspd/aspd/server"
 )
 
+// usageHead opens `aspd --help`: the subcommands, then the server's flags.
+const usageHead = `Usage:
+  aspd [flags]            serve the Agent Session Protocol
+  aspd export [flags]     write the whole network (agents, sessions, events) as JSON Lines; see aspd export --help
+  aspd import [flags]     load an export into an empty store; see aspd import --help
+  aspd version            print the version and the revision aspd was built from (also --version)
+
+Every flag can also be set by the environment variable named beside it.
+
+Flags:
+`
+
 type config struct {
 	listen         string
 	databaseURL    string
@@ -176,7 +188,7 @@ func parseConfig(args []string) (*config, error) {
 	e.str(&c.logFormat, "log-format", "text", "log format: text or json")
 	e.str(&c.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: aspd [flags]\n\naspd serves the Agent Session Protocol. Every flag can also be set by the environment variable named beside it.\n\n")
+		fmt.Fprint(fs.Output(), usageHead)
 		fs.PrintDefaults()
 	}
 	// -h and --help return flag.ErrHelp after the usage is printed: main
@@ -189,6 +201,11 @@ func parseConfig(args []string) (*config, error) {
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+	if c.adminToken != "" {
+		if err := checkAdminToken(c.adminToken, "--admin-token (or ASPD_ADMIN_TOKEN)"); err != nil {
+			return nil, err
+		}
 	}
 	if _, err := parseLogLevel(c.logLevel); err != nil {
 		return nil, err
@@ -253,4 +270,24 @@ func parseLogLevel(level string) (slog.Level, error) {
 		return 0, fmt.Errorf("--log-level must be debug, info, warn or error, not %q", level)
 	}
 	return lv, nil
+}
+
+// minAdminTokenLen is the shortest operator token aspd accepts, wherever it
+// comes from (the flag, the environment or the token file).
+const minAdminTokenLen = 16
+
+// placeholderAdminToken is docker-compose.yml's default ASPD_ADMIN_TOKEN:
+// anyone who has read the file knows it.
+const placeholderAdminToken = "change-me-to-a-long-random-secret"
+
+// checkAdminToken refuses an operator token that is too short or is the
+// published placeholder; source names where it came from.
+func checkAdminToken(tok, source string) error {
+	if tok == placeholderAdminToken {
+		return fmt.Errorf("the admin token from %s is docker-compose.yml's placeholder %q; set a real one, e.g. export ASPD_ADMIN_TOKEN=\"$(openssl rand -hex 32)\"", source, tok)
+	}
+	if len(tok) < minAdminTokenLen {
+		return fmt.Errorf("the admin token from %s is shorter than %d characters; set a longer one, e.g. $(openssl rand -hex 32)", source, minAdminTokenLen)
+	}
+	return nil
 }

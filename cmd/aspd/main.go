@@ -24,6 +24,10 @@ import (
 )
 
 func main() {
+	if len(os.Args) > 1 && (os.Args[1] == "version" || os.Args[1] == "--version" || os.Args[1] == "-version") {
+		printVersion(os.Stdout, server.ReadBuild())
+		os.Exit(0)
+	}
 	if len(os.Args) > 1 && (os.Args[1] == "export" || os.Args[1] == "import") {
 		// Moving a network between stores: see portable.go.
 		os.Exit(runPortable(os.Args[1], os.Args[2:]))
@@ -38,7 +42,8 @@ func main() {
 	}
 	if err := run(cfg); err != nil {
 		var locked *errStoreLocked
-		if errors.As(err, &locked) {
+		var listen *errListen
+		if errors.As(err, &locked) || errors.As(err, &listen) {
 			fmt.Fprintln(os.Stderr, "aspd:", err)
 		} else {
 			slog.Error("aspd stopped", "err", err)
@@ -55,6 +60,14 @@ func run(cfg *config) error {
 	slog.SetDefault(log)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+
+	// Listen before anything is opened or written (the store's lock,
+	// migrations, the admin token file): a taken port fails at once.
+	ln, err := net.Listen("tcp", cfg.listen)
+	if err != nil {
+		return &errListen{addr: cfg.listen, err: err}
+	}
+	defer ln.Close()
 
 	dbURL := cfg.databaseURL
 	if dbURL == "" {
@@ -119,10 +132,6 @@ func run(cfg *config) error {
 		}()
 		log.Info("pprof enabled", "addr", "http://"+cfg.pprof+"/debug/pprof/")
 	}
-	ln, err := net.Listen("tcp", cfg.listen)
-	if err != nil {
-		return err
-	}
 	httpSrv := newHTTPServer(cfg.http, srv.Handler())
 	errc := make(chan error, 1)
 	go func() { errc <- httpSrv.Serve(ln) }()
@@ -142,6 +151,22 @@ func run(cfg *config) error {
 	}
 	return nil
 }
+
+// errListen is a listen address aspd cannot bind: main prints it as it is.
+type errListen struct {
+	addr string
+	err  error
+}
+
+func (e *errListen) Error() string {
+	msg := e.err.Error()
+	if errors.Is(e.err, syscall.EADDRINUSE) {
+		msg = "the address is already in use (another aspd, or another program, listens on it)"
+	}
+	return fmt.Sprintf("cannot listen on %s: %s; stop the other process or choose another address with --listen (ASPD_LISTEN)", e.addr, msg)
+}
+
+func (e *errListen) Unwrap() error { return e.err }
 
 // adminToken returns the SHA-256 of the operator token: from
 // ASPD_ADMIN_TOKEN, else from the token file, which is created with a fresh
@@ -174,8 +199,8 @@ func adminToken(cfg *config, log *slog.Logger) ([]byte, error) {
 			"file", path, "mode", fmt.Sprintf("%04o", fi.Mode().Perm()), "fix", "chmod 600 "+path)
 	}
 	tok := strings.TrimSpace(string(b))
-	if len(tok) < 16 {
-		return nil, fmt.Errorf("admin token in %s is shorter than 16 characters", path)
+	if err := checkAdminToken(tok, "the file "+path); err != nil {
+		return nil, err
 	}
 	log.Info("operator (admin) token loaded", "file", path)
 	return server.HashToken(tok), nil
