@@ -338,7 +338,7 @@ func (r *recorder) checkOnce(t *testing.T, id string, n int64) {
 func stream(t *testing.T, c *aspclient.Client, h aspclient.Handler) (cancel func(), result <-chan error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	res := make(chan error, 1)
-	go func() { res <- c.Stream(ctx, h) }()
+	go func() { res <- c.Stream(ctx, h); close(res) }()
 	t.Cleanup(func() {
 		cancel()
 		select {
@@ -390,5 +390,93 @@ func TestStreamReconnectsAfterRestart(t *testing.T) {
 	drops.Range(func(any, any) bool { n++; return true })
 	if n == 0 {
 		t.Error("OnDisconnect was never called")
+	}
+}
+
+// Acks move the agent's cursor: a new Stream (with no memory of the first)
+// resumes after the events the first one handled.
+func TestStreamAcksConfirm(t *testing.T) {
+	s := startServer(t)
+	ctx := context.Background()
+	alice, bob := s.client(t, "@ack.alice"), s.client(t, "@ack.bob")
+	var r1 recorder
+	cancel, res := stream(t, bob, r1.handle)
+	cr, err := alice.CreateSession(ctx, protocol.CreateSessionRequest{Invite: []string{"@ack.bob"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := cr.SessionID
+	if err := bob.Join(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	r1.waitFor(t, id, 2)
+	cancel()
+	if err := <-res; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Stream after cancel: %v", err)
+	}
+	if _, err := alice.SendMessage(ctx, id, protocol.SendMessageRequest{Content: aspclient.Text("while away")}); err != nil {
+		t.Fatal(err)
+	}
+	var r2 recorder
+	stream(t, bob, r2.handle)
+	r2.waitFor(t, id, 3)
+	r2.mu.Lock()
+	defer r2.mu.Unlock()
+	// After #3 come bob's presence events (#4 session.disconnected, #5
+	// session.reconnected), but nothing the first stream confirmed.
+	if r2.events[0].Sequence != 3 || r2.seen[id+"#1"]+r2.seen[id+"#2"] != 0 {
+		t.Fatalf("the second stream got %v, want #3 first and not #1 or #2", r2.events)
+	}
+}
+
+// A handler error stops Stream with that error, and the event is not
+// confirmed: the next Stream gets it again.
+func TestStreamHandlerError(t *testing.T) {
+	s := startServer(t)
+	ctx := context.Background()
+	alice, bob := s.client(t, "@err.alice"), s.client(t, "@err.bob")
+	boom := errors.New("boom")
+	r1 := recorder{fail: func(protocol.Event) error { return boom }}
+	_, res := stream(t, bob, r1.handle)
+	cr, err := alice.CreateSession(ctx, protocol.CreateSessionRequest{Invite: []string{"@err.bob"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-res:
+		if !errors.Is(err, boom) {
+			t.Fatalf("Stream: %v, want boom", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("Stream did not return the handler's error")
+	}
+	var r2 recorder
+	stream(t, bob, r2.handle)
+	r2.waitFor(t, cr.SessionID, 1)
+}
+
+// A rotated token closes the stream with 4001: Stream returns a
+// *CloseError instead of reconnecting; a wrong token is an *Error.
+func TestStreamTokenRotated(t *testing.T) {
+	s := startServer(t)
+	bob := s.client(t, "@rot.bob")
+	var r recorder
+	_, res := stream(t, bob, r.handle)
+	time.Sleep(300 * time.Millisecond) // let it connect
+	if _, err := s.adminToken("/agents/@rot.bob/token", ""); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-res:
+		var ce *aspclient.CloseError
+		if !errors.As(err, &ce) || ce.Code != aspclient.CloseUnauthorized {
+			t.Fatalf("Stream: %#v, want a 4001 *CloseError", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("Stream kept going after the token was rotated")
+	}
+	bad, _ := aspclient.New(s.url, "asp_wrong")
+	if err := bad.Stream(context.Background(), r.handle); !errors.Is(err, aspclient.ErrUnauthorized) {
+		t.Fatalf("Stream with a wrong token: %v", err)
 	}
 }
