@@ -15,6 +15,7 @@ import (
 
 	"github.com/aspd/aspd/aspclient"
 	"github.com/aspd/aspd/internal/aspdtest"
+	"github.com/aspd/aspd/internal/dbtest"
 	"github.com/aspd/aspd/protocol"
 )
 
@@ -31,7 +32,7 @@ func TestMain(m *testing.M) {
 	bin, cleanup := aspdtest.MustBuild()
 	aspdBin = bin
 	code := func() int {
-		s, err := newServer()
+		s, err := newServer("")
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
@@ -52,30 +53,39 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// server is a real aspd process on the embedded SQLite store.
+// server is a real aspd process, on the embedded SQLite store in dir or on
+// the database dbURL.
 type server struct {
 	url, admin, dir string
+	dbURL           string
 	proc            *aspdtest.Process
 	log             aspdtest.Log
 }
 
-func newServer() (*server, error) {
+func newServer(dbURL string) (*server, error) {
 	dir, err := os.MkdirTemp("", "aspclienttest")
 	if err != nil {
 		return nil, err
 	}
-	s := &server{dir: dir, admin: fmt.Sprintf("admin-token-%d", time.Now().UnixNano())}
+	s := &server{dir: dir, dbURL: dbURL, admin: fmt.Sprintf("admin-token-%d", time.Now().UnixNano())}
 	return s, s.start("127.0.0.1:0")
 }
 
-func startServer(t *testing.T) *server {
+// startServer starts aspd on dbURL ("": the embedded store) until the test
+// ends.
+func startServer(t *testing.T, dbURL string) *server {
 	t.Helper()
-	s, err := newServer()
+	s, err := newServer(dbURL)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
 		s.stop()
+		// Under GOFLAGS=-race aspd is built with the race detector, which
+		// reports to its log.
+		if strings.Contains(s.log.String(), "DATA RACE") {
+			t.Error("the race detector reported a data race in aspd")
+		}
 		if t.Failed() {
 			t.Logf("aspd log:\n%s", s.log.String())
 		}
@@ -84,8 +94,8 @@ func startServer(t *testing.T) *server {
 }
 
 func (s *server) start(listen string) error {
-	p, err := aspdtest.Start(aspdBin, []string{"--listen", listen, "--data-dir", s.dir},
-		[]string{"ASPD_ADMIN_TOKEN=" + s.admin, "ASPD_DATABASE_URL="}, &s.log)
+	p, err := aspdtest.Start(aspdBin, []string{"--listen", listen, "--data-dir", s.dir, "--database-url", s.dbURL},
+		[]string{"ASPD_ADMIN_TOKEN=" + s.admin}, &s.log)
 	if err != nil {
 		return fmt.Errorf("%v:\n%s", err, s.log.String())
 	}
@@ -169,8 +179,10 @@ func TestNewValidatesTheURL(t *testing.T) {
 	}
 }
 
-func TestREST(t *testing.T) {
-	s := startServer(t)
+func TestREST(t *testing.T) { dbtest.ForEach(t, testREST) }
+
+func testREST(t *testing.T, dbURL string) {
+	s := startServer(t, dbURL)
 	ctx := context.Background()
 	alice, bob, carol := s.client(t, "@rest.alice"), s.client(t, "@rest.bob"), s.client(t, "@rest.carol")
 
@@ -351,7 +363,11 @@ func stream(t *testing.T, c *aspclient.Client, h aspclient.Handler) (cancel func
 }
 
 func TestStreamReconnectsAfterRestart(t *testing.T) {
-	s := startServer(t)
+	dbtest.ForEach(t, testStreamReconnectsAfterRestart)
+}
+
+func testStreamReconnectsAfterRestart(t *testing.T, dbURL string) {
+	s := startServer(t, dbURL)
 	ctx := context.Background()
 	var drops sync.Map
 	alice := s.client(t, "@re.alice")
@@ -396,7 +412,7 @@ func TestStreamReconnectsAfterRestart(t *testing.T) {
 // Acks move the agent's cursor: a new Stream (with no memory of the first)
 // resumes after the events the first one handled.
 func TestStreamAcksConfirm(t *testing.T) {
-	s := startServer(t)
+	s := startServer(t, "")
 	ctx := context.Background()
 	alice, bob := s.client(t, "@ack.alice"), s.client(t, "@ack.bob")
 	var r1 recorder
@@ -432,7 +448,7 @@ func TestStreamAcksConfirm(t *testing.T) {
 // A handler error stops Stream with that error, and the event is not
 // confirmed: the next Stream gets it again.
 func TestStreamHandlerError(t *testing.T) {
-	s := startServer(t)
+	s := startServer(t, "")
 	ctx := context.Background()
 	alice, bob := s.client(t, "@err.alice"), s.client(t, "@err.bob")
 	boom := errors.New("boom")
@@ -458,7 +474,7 @@ func TestStreamHandlerError(t *testing.T) {
 // A rotated token closes the stream with 4001: Stream returns a
 // *CloseError instead of reconnecting; a wrong token is an *Error.
 func TestStreamTokenRotated(t *testing.T) {
-	s := startServer(t)
+	s := startServer(t, "")
 	bob := s.client(t, "@rot.bob")
 	var r recorder
 	_, res := stream(t, bob, r.handle)
