@@ -6,10 +6,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -371,7 +373,10 @@ func testStreamReconnectsAfterRestart(t *testing.T, dbURL string) {
 	ctx := context.Background()
 	var drops sync.Map
 	alice := s.client(t, "@re.alice")
-	bob := s.client(t, "@re.bob", aspclient.WithOnDisconnect(func(err error, _ time.Duration) { drops.Store(err.Error(), true) }))
+	bob := s.client(t, "@re.bob", aspclient.WithOnDisconnect(func(err error, _ time.Duration) error {
+		drops.Store(err.Error(), true)
+		return nil
+	}))
 	var r recorder
 	stream(t, bob, r.handle)
 
@@ -494,5 +499,27 @@ func TestStreamTokenRotated(t *testing.T) {
 	bad, _ := aspclient.New(s.url, "asp_wrong")
 	if err := bad.Stream(context.Background(), r.handle); !errors.Is(err, aspclient.ErrUnauthorized) {
 		t.Fatalf("Stream with a wrong token: %v", err)
+	}
+}
+
+// OnDisconnect may stop Stream instead of letting it reconnect.
+func TestStreamOnDisconnectStops(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	down := "http://" + ln.Addr().String()
+	ln.Close() // nothing listens there now
+	calls := 0
+	c, err := aspclient.New(down, "tok", aspclient.WithOnDisconnect(func(err error, wait time.Duration) error {
+		calls++
+		return err
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = c.Stream(context.Background(), func(context.Context, protocol.Event) error { return nil })
+	if !errors.Is(err, syscall.ECONNREFUSED) || calls != 1 {
+		t.Fatalf("Stream: %v after %d calls, want connection refused after 1", err, calls)
 	}
 }

@@ -39,7 +39,7 @@ type Client struct {
 	timeout    time.Duration
 	backoffMin time.Duration
 	backoffMax time.Duration
-	onDrop     func(err error, wait time.Duration)
+	onDrop     func(err error, wait time.Duration) error
 }
 
 // Option configures a Client.
@@ -62,8 +62,9 @@ func WithBackoff(min, max time.Duration) Option {
 
 // WithOnDisconnect sets a function Stream calls when a connection ends or
 // cannot be opened and it is about to wait before reconnecting, e.g. to
-// log it.
-func WithOnDisconnect(f func(err error, wait time.Duration)) Option {
+// log it. If f returns an error, Stream returns it instead of reconnecting
+// (f may return err itself to never reconnect).
+func WithOnDisconnect(f func(err error, wait time.Duration) error) Option {
 	return func(c *Client) { c.onDrop = f }
 }
 

@@ -33,7 +33,7 @@ type CloseError struct {
 }
 
 func (e *CloseError) Error() string {
-	return fmt.Sprintf("aspd closed the connection: %d %s", e.Code, e.Reason)
+	return fmt.Sprintf("server closed the connection: %d %s", e.Code, e.Reason)
 }
 
 // Handler processes one event of the stream. Returning nil confirms it:
@@ -75,7 +75,9 @@ func (c *Client) Stream(ctx context.Context, h Handler) error {
 			wait = c.backoffMin
 		}
 		if c.onDrop != nil {
-			c.onDrop(err, wait)
+			if err := c.onDrop(err, wait); err != nil {
+				return err
+			}
 		}
 		t := time.NewTimer(wait)
 		select {
