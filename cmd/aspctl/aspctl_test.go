@@ -934,20 +934,3 @@ func TestListenInterruptClosesNormally(t *testing.T) {
 		t.Fatal("the stub saw no close")
 	}
 }
-
-func TestSeenSetForgetsOldestKeys(t *testing.T) {
-	s := newSeenSet(2)
-	a, b, c := seenKey{"s", 1}, seenKey{"s", 2}, seenKey{"s", 3}
-	if !s.add(a) || !s.add(b) || s.add(a) {
-		t.Fatal("first keys")
-	}
-	if !s.add(c) { // evicts a
-		t.Fatal("c is new")
-	}
-	if s.add(b) || s.add(c) || !s.add(a) {
-		t.Error("after eviction: b and c remembered, a forgotten")
-	}
-	if len(s.keys) != 2 {
-		t.Errorf("set holds %d keys, want 2", len(s.keys))
-	}
-}

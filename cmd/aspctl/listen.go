@@ -7,8 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
-	"net/url"
+	"net"
 	"os"
 	"os/signal"
 	"strconv"
@@ -16,23 +15,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/coder/websocket"
-
+	"github.com/aspd/aspd/aspclient"
 	"github.com/aspd/aspd/protocol"
 )
-
-const (
-	backoffMin   = time.Second
-	backoffMax   = 30 * time.Second
-	dialTimeout  = 30 * time.Second
-	seenCapacity = 1 << 16 // (session, sequence) pairs remembered for de-duplication
-	readLimit    = 16 << 20
-	pingInterval = 30 * time.Second
-)
-
-// closeUnauthorized is the close code of a rotated or revoked token or a
-// deleted agent: reconnecting with the same token cannot succeed.
-const closeUnauthorized = 4001
 
 func listen(a *app, c *command, args []string) error {
 	fs := a.flags(c)
@@ -45,214 +30,69 @@ func listen(a *app, c *command, args []string) error {
 	if err != nil {
 		return err
 	}
-	u, err := connectURL(cl.base)
-	if err != nil {
-		return err
-	}
 	ctx, stop := signal.NotifyContext(a.ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	context.AfterFunc(ctx, stop) // a second interrupt during the close kills
-	l := &listener{url: u, server: cl.base, token: cl.token, pretty: *pretty, out: a.stdout, log: a.stderr, seen: newSeenSet(seenCapacity)}
-	return l.run(ctx, *reconnect)
-}
-
-// connectURL maps the server's base URL to its WebSocket /connect URL.
-func connectURL(base string) (string, error) {
-	u, err := url.Parse(base)
-	if err != nil {
-		return "", usageErrorf("--server %q is not a URL: %v", base, err)
-	}
-	switch u.Scheme {
-	case "http", "ws":
-		u.Scheme = "ws"
-	case "https", "wss":
-		u.Scheme = "wss"
-	default:
-		return "", usageErrorf("--server %q must be an http:// or https:// URL", base)
-	}
-	u.Path = strings.TrimRight(u.Path, "/") + "/connect"
-	return u.String(), nil
-}
-
-// listener prints the events of WS /connect, one line each, never the
-// same (session_id, sequence) twice: a join replays the transcript and a
-// reconnection may resend events (delivery is at least once).
-type listener struct {
-	url, token string
-	server     string // the --server URL, for error messages
-	pretty     bool
-	out, log   io.Writer
-	seen       *seenSet
-}
-
-// closeError is a close frame sent by the server.
-type closeError struct {
-	code   websocket.StatusCode
-	reason string
-}
-
-func (e *closeError) Error() string {
-	return fmt.Sprintf("server closed the connection: %d %s", int(e.code), e.reason)
-}
-
-// run connects until ctx is done (nil: interrupted, closed normally) or,
-// without reconnect, until the connection ends.
-func (l *listener) run(ctx context.Context, reconnect bool) error {
-	wait := backoffMin
-	for {
-		connected, err := l.connectOnce(ctx)
-		if ctx.Err() != nil {
-			return nil
-		}
-		if !reconnect || !retryable(err) {
+	// Stream reconnects by itself; without --reconnect the first drop ends
+	// listen with its error.
+	ac, err := aspclient.New(cl.base, cl.token, aspclient.WithOnDisconnect(func(err error, wait time.Duration) error {
+		if !*reconnect {
 			return err
 		}
-		if connected {
-			wait = backoffMin
-		}
-		fmt.Fprintf(l.log, "aspctl: %v; reconnecting in %s\n", err, wait)
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(wait):
-		}
-		wait = min(wait*2, backoffMax)
+		fmt.Fprintf(a.stderr, "aspctl: %v; reconnecting in %s\n", listenError(cl.base, err), wait)
+		return nil
+	}))
+	if err != nil {
+		return usageErrorf("--server %q: %v", cl.base, err)
 	}
+	l := &listener{pretty: *pretty, out: a.stdout}
+	err = ac.Stream(ctx, l.print)
+	if ctx.Err() != nil {
+		return nil // interrupted: Stream closed the connection normally
+	}
+	return listenError(cl.base, err)
 }
 
-// retryable reports whether reconnecting may help: not when the token is
-// refused or was rotated or revoked.
-func retryable(err error) bool {
-	var ae *apiError
-	var ce *closeError
+// listenError makes Stream's errors read like aspctl's other errors: an
+// API error as an *apiError, a server that cannot be reached as a sentence.
+func listenError(server string, err error) error {
+	var ae *aspclient.Error
+	var ce *aspclient.CloseError
+	var dns *net.DNSError
 	switch {
 	case errors.As(err, &ae):
-		return ae.Status != http.StatusUnauthorized && ae.Status != http.StatusForbidden
+		return &apiError{Status: ae.Status, Code: ae.Code, Message: ae.Message}
 	case errors.As(err, &ce):
-		return ce.code != closeUnauthorized
+		return err
+	case errors.Is(err, syscall.ECONNREFUSED), errors.As(err, &dns), errors.Is(err, context.DeadlineExceeded):
+		return reachError(server, err)
 	}
-	return true
+	return err
 }
 
-// connectOnce dials, prints events until the connection ends, and reports
-// whether the dial succeeded. When ctx is done it closes with 1000.
-func (l *listener) connectOnce(ctx context.Context) (connected bool, err error) {
-	ws, err := l.dial(ctx)
-	if err != nil {
-		return false, err
-	}
-	ws.SetReadLimit(readLimit)
-	closed := make(chan struct{})
-	stopWatch := context.AfterFunc(ctx, func() {
-		defer close(closed)
-		ws.Close(websocket.StatusNormalClosure, "client interrupted")
-	})
-	defer stopWatch()
-	done := make(chan struct{})
-	defer close(done)
-	go keepalive(ws, done)
-	for {
-		// Read with a context that is never cancelled: cancelling a read
-		// tears the connection down without a close frame.
-		_, msg, err := ws.Read(context.Background())
-		if ctx.Err() != nil {
-			<-closed
-			return true, nil
-		}
-		if err != nil {
-			return true, readError(ws, err)
-		}
-		if err := l.print(msg); err != nil {
-			ws.Close(websocket.StatusNormalClosure, "")
-			return true, err
-		}
-		ack(ws, msg)
-	}
+// listener prints the events of WS /connect, one line each. aspclient's
+// Stream passes each (session_id, sequence) once (a join replays the
+// transcript and a reconnection may resend events: delivery is at least
+// once), and acknowledges it once printed, so that a reconnection resumes
+// right after what was printed.
+type listener struct {
+	pretty bool
+	out    io.Writer
 }
 
-// ack confirms a printed event (docs/delivery.md, "Confirmation"): the
-// agent's cursor then moves exactly as far as what was printed, and a
-// reconnect resumes right after it.
-func ack(ws *websocket.Conn, event []byte) {
-	var e struct {
-		SessionID string `json:"session_id"`
-		Sequence  int64  `json:"sequence"`
-	}
-	if json.Unmarshal(event, &e) != nil || e.SessionID == "" || e.Sequence < 1 {
-		return
-	}
-	b, _ := json.Marshal(protocol.Ack{Type: protocol.ClientMessageAck, SessionID: e.SessionID, Sequence: e.Sequence})
-	ctx, cancel := context.WithTimeout(context.Background(), pingInterval)
-	defer cancel()
-	_ = ws.Write(ctx, websocket.MessageText, b) // a failed write ends the connection; the read reports it
-}
-
-// keepalive pings the server so that a silently dead connection is noticed
-// (and, with --reconnect, replaced); it stops when the connection is closed.
-func keepalive(ws *websocket.Conn, done <-chan struct{}) {
-	t := time.NewTicker(pingInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-done:
-			return
-		case <-t.C:
-			ctx, cancel := context.WithTimeout(context.Background(), pingInterval)
-			err := ws.Ping(ctx)
-			cancel()
-			if err != nil {
-				ws.CloseNow()
-				return
-			}
-		}
-	}
-}
-
-func readError(ws *websocket.Conn, err error) error {
-	var ce websocket.CloseError
-	if errors.As(err, &ce) {
-		return &closeError{code: ce.Code, reason: ce.Reason}
-	}
-	ws.CloseNow()
-	return fmt.Errorf("connection lost: %w", err)
-}
-
-func (l *listener) dial(ctx context.Context) (*websocket.Conn, error) {
-	dctx, cancel := context.WithTimeout(ctx, dialTimeout)
-	defer cancel()
-	ws, resp, err := websocket.Dial(dctx, l.url, &websocket.DialOptions{
-		HTTPHeader: http.Header{"Authorization": {"Bearer " + l.token}},
-	})
-	if err == nil {
-		return ws, nil
-	}
-	if resp != nil && resp.StatusCode != http.StatusSwitchingProtocols && resp.Body != nil {
-		b, _ := io.ReadAll(resp.Body)
-		return nil, decodeError(resp.StatusCode, b)
-	}
-	if ctx.Err() != nil {
-		return nil, fmt.Errorf("connecting to %s: %w", l.url, err)
-	}
-	return nil, reachError(l.server, err)
-}
-
-// print writes one event unless it was printed already.
-func (l *listener) print(msg []byte) error {
-	var ev protocol.Event
-	if err := json.Unmarshal(msg, &ev); err != nil {
-		fmt.Fprintf(l.log, "aspctl: ignoring a message that is not an event: %s\n", truncate(msg, 200))
-		return nil
-	}
-	if !l.seen.add(seenKey{ev.SessionID, ev.Sequence}) {
-		return nil
-	}
+// print writes one event.
+func (l *listener) print(_ context.Context, ev protocol.Event) error {
 	var line bytes.Buffer
 	if l.pretty {
 		line.WriteString(formatEvent(&ev))
-	} else if err := json.Compact(&line, msg); err != nil {
-		return err
+		line.WriteByte('\n')
+	} else {
+		enc := json.NewEncoder(&line) // compact, one line, ending with \n
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(ev); err != nil {
+			return err
+		}
 	}
-	line.WriteByte('\n')
 	_, err := l.out.Write(line.Bytes())
 	return err
 }
@@ -340,38 +180,4 @@ func contentText(raw json.RawMessage) string {
 		}
 	}
 	return strings.Join(out, " ")
-}
-
-type seenKey struct {
-	session  string
-	sequence int64
-}
-
-// seenSet remembers the most recent keys added, at most capacity of them;
-// the oldest are forgotten first.
-type seenSet struct {
-	capacity int
-	keys     map[seenKey]struct{}
-	order    []seenKey // ring of keys in insertion order
-	next     int       // the slot to overwrite once order is full
-}
-
-func newSeenSet(capacity int) *seenSet {
-	return &seenSet{capacity: capacity, keys: make(map[seenKey]struct{})}
-}
-
-// add records k and reports whether it is new.
-func (s *seenSet) add(k seenKey) bool {
-	if _, ok := s.keys[k]; ok {
-		return false
-	}
-	if len(s.order) < s.capacity {
-		s.order = append(s.order, k)
-	} else {
-		delete(s.keys, s.order[s.next])
-		s.order[s.next] = k
-		s.next = (s.next + 1) % s.capacity
-	}
-	s.keys[k] = struct{}{}
-	return true
 }
