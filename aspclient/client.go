@@ -133,7 +133,10 @@ var (
 	ErrSessionActive = &Error{Code: protocol.CodeSessionActive}
 )
 
-func decodeError(status int, body []byte) *Error {
+// DecodeError turns an error answer of aspd into an *Error: the ASP error
+// body ({"error": {"code", "message"}}), or, for any other body (a proxy's
+// page, say), its first line under the code "http_<status>".
+func DecodeError(status int, body []byte) *Error {
 	var e struct {
 		Error *struct {
 			Code    string `json:"code"`
@@ -189,7 +192,7 @@ func (c *Client) do(ctx context.Context, method, path string, query url.Values, 
 	defer resp.Body.Close()
 	if resp.StatusCode >= 300 {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-		return decodeError(resp.StatusCode, b)
+		return DecodeError(resp.StatusCode, b)
 	}
 	b, err := io.ReadAll(resp.Body)
 	if err != nil {

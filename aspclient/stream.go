@@ -140,7 +140,7 @@ func (s *stream) dial(ctx context.Context) (*websocket.Conn, error) {
 	}
 	if resp != nil && resp.StatusCode != http.StatusSwitchingProtocols && resp.Body != nil {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-		return nil, decodeError(resp.StatusCode, b)
+		return nil, DecodeError(resp.StatusCode, b)
 	}
 	return nil, fmt.Errorf("connecting to %s: %w", s.c.connectURL(), err)
 }

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/aspd/aspd/aspclient"
 )
 
 // requestTimeout bounds one API call (not export or listen, which stream).
@@ -144,26 +146,11 @@ func (c *client) open(ctx context.Context, method, path string, query url.Values
 	return resp, nil
 }
 
-// decodeError turns an error answer into an *apiError; a body that is not
-// the ASP error shape (a proxy's page, say) keeps its first line.
+// decodeError turns an error answer into an *apiError (aspclient decodes
+// it, so aspctl reads errors exactly as the Go client does).
 func decodeError(status int, body []byte) error {
-	var e struct {
-		Error *struct {
-			Code    string `json:"code"`
-			Message string `json:"message"`
-		} `json:"error"`
-	}
-	if json.Unmarshal(body, &e) == nil && e.Error != nil && e.Error.Code != "" {
-		return &apiError{Status: status, Code: e.Error.Code, Message: e.Error.Message}
-	}
-	msg, _, _ := strings.Cut(strings.TrimSpace(string(body)), "\n")
-	if len(msg) > 200 {
-		msg = msg[:200]
-	}
-	if msg == "" {
-		msg = http.StatusText(status)
-	}
-	return &apiError{Status: status, Code: fmt.Sprintf("http_%d", status), Message: msg}
+	e := aspclient.DecodeError(status, body)
+	return &apiError{Status: e.Status, Code: e.Code, Message: e.Message}
 }
 
 // printJSON writes a JSON document pretty-printed (two-space indent).
