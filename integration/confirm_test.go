@@ -145,7 +145,9 @@ func TestConfirmStuckClient(t *testing.T) {
 // without a gap.
 func TestConfirmAbruptDrop(t *testing.T) {
 	backends(t, func(t *testing.T, dbURL string) {
-		s := startServer(t, dbURL, "--cursor-flush-interval", "50ms", "--grace-window", "30s")
+		// A short interval, so that several confirmation pings go out while S
+		// does not read them.
+		s := startServer(t, dbURL, "--cursor-flush-interval", "50ms", "--grace-window", "30s", "--ws-confirm-interval", "50ms")
 		ag := dlAgents(s, "a", "s")
 		a, sl := ag[0], ag[1]
 		sid := dlSession(a, "abrupt drop", sl)
