@@ -1,9 +1,7 @@
 package aspclient_test
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -28,6 +26,8 @@ var (
 	aspdURL    string
 	aliceToken string // @example.alice
 	bobToken   string // @example.bob
+	// operatorToken is the operator token of that aspd.
+	operatorToken string
 )
 
 func TestMain(m *testing.M) {
@@ -40,7 +40,7 @@ func TestMain(m *testing.M) {
 			return 1
 		}
 		defer s.stop()
-		aspdURL = s.url
+		aspdURL, operatorToken = s.url, s.admin
 		if aliceToken, err = s.agent("@example.alice"); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
@@ -124,32 +124,22 @@ func (s *server) stop() {
 	}
 }
 
-// admin calls the operator API and returns the "token" of the answer.
-func (s *server) adminToken(path, body string) (string, error) {
-	req, err := http.NewRequest(http.MethodPost, s.url+"/admin/v1"+path, strings.NewReader(body))
-	if err != nil {
-		return "", err
-	}
-	req.Header.Set("Authorization", "Bearer "+s.admin)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return "", err
-	}
-	defer resp.Body.Close()
-	var out struct {
-		Token string `json:"token"`
-	}
-	var buf bytes.Buffer
-	_, _ = buf.ReadFrom(resp.Body)
-	if resp.StatusCode >= 300 || json.Unmarshal(buf.Bytes(), &out) != nil || out.Token == "" {
-		return "", fmt.Errorf("POST /admin/v1%s: %d %s", path, resp.StatusCode, buf.String())
-	}
-	return out.Token, nil
+// operator is the server's operator API client.
+func (s *server) operator() (*aspclient.Admin, error) {
+	return aspclient.NewAdmin(s.url, s.admin)
 }
 
 // agent creates an agent with the open policy and returns its token.
 func (s *server) agent(handle string) (string, error) {
-	return s.adminToken("/agents", fmt.Sprintf(`{"handle":%q,"inbound_policy":"open"}`, handle))
+	ad, err := s.operator()
+	if err != nil {
+		return "", err
+	}
+	a, err := ad.CreateAgent(context.Background(), protocol.CreateAgentRequest{Handle: handle, InboundPolicy: "open"})
+	if err != nil {
+		return "", err
+	}
+	return a.Token, nil
 }
 
 // client creates an agent and returns its client, with short backoffs.
@@ -484,7 +474,11 @@ func TestStreamTokenRotated(t *testing.T) {
 	var r recorder
 	_, res := stream(t, bob, r.handle)
 	time.Sleep(300 * time.Millisecond) // let it connect
-	if _, err := s.adminToken("/agents/@rot.bob/token", ""); err != nil {
+	ad, err := s.operator()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ad.Do(context.Background(), http.MethodPost, "/agents/@rot.bob/token", nil, nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	select {

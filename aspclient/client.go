@@ -1,15 +1,22 @@
-// Package aspclient is a Go client for agents of an aspd server (Agent
-// Session Protocol): the agent REST API and the WebSocket /connect event
-// stream.
+// Package aspclient is a Go client of an aspd server (Agent Session
+// Protocol): the agent REST API, the WebSocket /connect event stream, and
+// the operator API.
 //
 // A Client holds a server URL and one agent token. Its REST methods
 // (CreateSession, Invite, Join, Leave, End, Reopen, SendMessage, Session,
 // Sessions, Events) take and return the wire types of package protocol;
-// an error answer of the server is an *Error. Stream delivers the agent's
+// Do (and Open, for an answer read as a stream) reaches any other call. An
+// error answer of the server is an *Error. Stream delivers the agent's
 // events to a handler, reconnecting with backoff when the connection drops,
 // never calling the handler twice for one (session_id, sequence), and
 // acknowledging each event once the handler returns nil (docs/delivery.md,
 // "Confirmation"), so that a reconnection resumes right after it.
+//
+// Under Stream is Conn (Client.Dial): one connection that passes on every
+// frame as it arrives, duplicates included, and acknowledges only what it
+// is told to; it is for programs that observe delivery itself, such as
+// aspbench. Admin (NewAdmin) calls the operator API (/admin/v1) with the
+// operator token: CreateAgent, Agent, DeleteAgent, and Do/Open for the rest.
 package aspclient
 
 import (
@@ -40,6 +47,7 @@ type Client struct {
 	backoffMin time.Duration
 	backoffMax time.Duration
 	onDrop     func(err error, wait time.Duration) error
+	readLimit  int64
 }
 
 // Option configures a Client.
@@ -52,6 +60,11 @@ func WithHTTPClient(hc *http.Client) Option { return func(c *Client) { c.http = 
 // WithTimeout sets the per-request timeout of REST calls and of the
 // WebSocket handshake (default DefaultTimeout); 0 means none.
 func WithTimeout(d time.Duration) Option { return func(c *Client) { c.timeout = d } }
+
+// WithReadLimit sets the largest WebSocket frame Dial's connections (and
+// so Stream) accept (default DefaultReadLimit); a larger one ends the
+// connection.
+func WithReadLimit(n int64) Option { return func(c *Client) { c.readLimit = n } }
 
 // WithBackoff sets Stream's reconnection delays: the first wait is min,
 // doubling up to max (default 1s to 30s). The wait is reset once a
@@ -88,6 +101,7 @@ func New(baseURL, token string, opts ...Option) (*Client, error) {
 		timeout:    DefaultTimeout,
 		backoffMin: time.Second,
 		backoffMax: 30 * time.Second,
+		readLimit:  DefaultReadLimit,
 	}
 	for _, o := range opts {
 		o(c)
@@ -156,49 +170,28 @@ func DecodeError(status int, body []byte) *Error {
 	return &Error{Status: status, Code: "http_" + strconv.Itoa(status), Message: msg}
 }
 
-// do sends one request with an optional JSON body and decodes a successful
-// JSON answer into out (if not nil).
-func (c *Client) do(ctx context.Context, method, path string, query url.Values, body, out any) error {
+// Do sends one request to path under the base URL (e.g. "/sessions", or
+// "/agents" on an Admin) with body, if not nil, as JSON (a json.RawMessage
+// is sent as is), and decodes a successful JSON answer into out, if not nil
+// (a *json.RawMessage keeps it raw; an empty answer leaves out unchanged). It is the way to the calls that have
+// no method here. An error answer is an *Error; a server that cannot be
+// reached is the *url.Error of net/http.
+func (c *Client) Do(ctx context.Context, method, path string, query url.Values, body, out any) error {
 	if c.timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, c.timeout)
 		defer cancel()
 	}
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return err
-		}
-		rd = bytes.NewReader(b)
-	}
-	u := c.base + path
-	if len(query) > 0 {
-		u += "?" + query.Encode()
-	}
-	req, err := http.NewRequestWithContext(ctx, method, u, rd)
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Authorization", "Bearer "+c.token)
-	req.Header.Set("Accept", "application/json")
-	if rd != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := c.http.Do(req)
+	resp, err := c.Open(ctx, method, path, query, body)
 	if err != nil {
 		return err
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode >= 300 {
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-		return DecodeError(resp.StatusCode, b)
-	}
 	b, err := io.ReadAll(resp.Body)
 	if err != nil {
 		return fmt.Errorf("%s %s: reading the answer: %w", method, path, err)
 	}
-	if out == nil {
+	if out == nil || len(b) == 0 {
 		return nil
 	}
 	if err := json.Unmarshal(b, out); err != nil {
@@ -207,12 +200,54 @@ func (c *Client) do(ctx context.Context, method, path string, query url.Values, 
 	return nil
 }
 
+// Open is Do for an answer to read as a stream (an export, say): it returns
+// the response of a successful status, whose body the caller reads and
+// closes. The client's timeout does not apply; ctx bounds the whole
+// exchange.
+func (c *Client) Open(ctx context.Context, method, path string, query url.Values, body any) (*http.Response, error) {
+	var rd io.Reader
+	switch b := body.(type) {
+	case nil:
+	case json.RawMessage:
+		rd = bytes.NewReader(b)
+	default:
+		raw, err := json.Marshal(body)
+		if err != nil {
+			return nil, fmt.Errorf("%s %s: encoding the body: %w", method, path, err)
+		}
+		rd = bytes.NewReader(raw)
+	}
+	u := c.base + path
+	if len(query) > 0 {
+		u += "?" + query.Encode()
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, rd)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+c.token)
+	req.Header.Set("Accept", "application/json")
+	if rd != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode >= 300 {
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+		return nil, DecodeError(resp.StatusCode, b)
+	}
+	return resp, nil
+}
+
 func sessionPath(id, tail string) string { return "/sessions/" + url.PathEscape(id) + tail }
 
 // CreateSession opens a session (POST /sessions).
 func (c *Client) CreateSession(ctx context.Context, req protocol.CreateSessionRequest) (*protocol.CreateSessionResponse, error) {
 	var out protocol.CreateSessionResponse
-	if err := c.do(ctx, http.MethodPost, "/sessions", nil, req, &out); err != nil {
+	if err := c.Do(ctx, http.MethodPost, "/sessions", nil, req, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil
@@ -221,7 +256,7 @@ func (c *Client) CreateSession(ctx context.Context, req protocol.CreateSessionRe
 // Invite invites agents to a session (POST /sessions/{id}/invite).
 func (c *Client) Invite(ctx context.Context, sessionID string, handles ...string) (*protocol.InviteResponse, error) {
 	var out protocol.InviteResponse
-	if err := c.do(ctx, http.MethodPost, sessionPath(sessionID, "/invite"), nil, protocol.InviteRequest{Invite: handles}, &out); err != nil {
+	if err := c.Do(ctx, http.MethodPost, sessionPath(sessionID, "/invite"), nil, protocol.InviteRequest{Invite: handles}, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil
@@ -229,28 +264,28 @@ func (c *Client) Invite(ctx context.Context, sessionID string, handles ...string
 
 // Join accepts an invitation (POST /sessions/{id}/join).
 func (c *Client) Join(ctx context.Context, sessionID string) error {
-	return c.do(ctx, http.MethodPost, sessionPath(sessionID, "/join"), nil, nil, nil)
+	return c.Do(ctx, http.MethodPost, sessionPath(sessionID, "/join"), nil, nil, nil)
 }
 
 // Leave leaves a session (POST /sessions/{id}/leave).
 func (c *Client) Leave(ctx context.Context, sessionID string) error {
-	return c.do(ctx, http.MethodPost, sessionPath(sessionID, "/leave"), nil, nil, nil)
+	return c.Do(ctx, http.MethodPost, sessionPath(sessionID, "/leave"), nil, nil, nil)
 }
 
 // End ends a session (POST /sessions/{id}/end).
 func (c *Client) End(ctx context.Context, sessionID string) error {
-	return c.do(ctx, http.MethodPost, sessionPath(sessionID, "/end"), nil, nil, nil)
+	return c.Do(ctx, http.MethodPost, sessionPath(sessionID, "/end"), nil, nil, nil)
 }
 
 // Reopen reopens an ended session (POST /sessions/{id}/reopen).
 func (c *Client) Reopen(ctx context.Context, sessionID string, req protocol.ReopenRequest) error {
-	return c.do(ctx, http.MethodPost, sessionPath(sessionID, "/reopen"), nil, req, nil)
+	return c.Do(ctx, http.MethodPost, sessionPath(sessionID, "/reopen"), nil, req, nil)
 }
 
 // SendMessage sends a message (POST /sessions/{id}/messages).
 func (c *Client) SendMessage(ctx context.Context, sessionID string, req protocol.SendMessageRequest) (*protocol.SendMessageResponse, error) {
 	var out protocol.SendMessageResponse
-	if err := c.do(ctx, http.MethodPost, sessionPath(sessionID, "/messages"), nil, req, &out); err != nil {
+	if err := c.Do(ctx, http.MethodPost, sessionPath(sessionID, "/messages"), nil, req, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil
@@ -266,7 +301,7 @@ func Text(s string) json.RawMessage {
 // Session returns a session and its participants (GET /sessions/{id}).
 func (c *Client) Session(ctx context.Context, sessionID string) (*protocol.Session, error) {
 	var out protocol.Session
-	if err := c.do(ctx, http.MethodGet, sessionPath(sessionID, ""), nil, nil, &out); err != nil {
+	if err := c.Do(ctx, http.MethodGet, sessionPath(sessionID, ""), nil, nil, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil
@@ -297,7 +332,7 @@ func (c *Client) Sessions(ctx context.Context, q SessionsQuery) (*protocol.Sessi
 		v.Set("limit", strconv.Itoa(q.Limit))
 	}
 	var out protocol.SessionList[protocol.SessionSummary]
-	if err := c.do(ctx, http.MethodGet, "/sessions", v, nil, &out); err != nil {
+	if err := c.Do(ctx, http.MethodGet, "/sessions", v, nil, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil
@@ -325,7 +360,7 @@ func (c *Client) Events(ctx context.Context, sessionID string, afterSequence int
 		Events     []protocol.Event `json:"events"`
 		NextCursor string           `json:"next_cursor"`
 	}
-	if err := c.do(ctx, http.MethodGet, sessionPath(sessionID, "/events"), v, nil, &raw); err != nil {
+	if err := c.Do(ctx, http.MethodGet, sessionPath(sessionID, "/events"), v, nil, &raw); err != nil {
 		return nil, err
 	}
 	p := &EventsPage{Events: raw.Events}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"net/http"
 
 	"github.com/aspd/aspd/aspclient"
 	"github.com/aspd/aspd/protocol"
@@ -14,7 +15,8 @@ import (
 // In these examples, aspdURL is the address of a running aspd (such as
 // "http://127.0.0.1:8080") and aliceToken and bobToken are the tokens of
 // the agents @example.alice and @example.bob, which accept anyone
-// (inbound policy "open"). The tests start that aspd.
+// (inbound policy "open"); operatorToken is its operator token. The tests
+// start that aspd.
 
 // Alice opens a session with Bob and a first message; Bob joins, answers
 // and reads the session's log.
@@ -137,5 +139,78 @@ func ExampleError() {
 	fmt.Println(errors.Is(err, aspclient.ErrNotFound))
 	// Output:
 	// 404 not_found
+	// true
+}
+
+// Dial gives the connection under Stream, for programs that watch delivery
+// itself: every frame as it arrives, duplicates included, and
+// acknowledgements only when asked. Bob reads his invitation to a new
+// session and confirms it, so that his next connection resumes after it.
+func ExampleClient_Dial() {
+	ctx := context.Background()
+	alice, _ := aspclient.New(aspdURL, aliceToken)
+	bob, _ := aspclient.New(aspdURL, bobToken)
+
+	s, err := alice.CreateSession(ctx, protocol.CreateSessionRequest{Invite: []string{"@example.bob"}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	conn, err := bob.Dial(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer conn.Close("done")
+	for {
+		frame, err := conn.Next(ctx)
+		if err != nil {
+			log.Fatal(err)
+		}
+		ev, ok := aspclient.ParseEvent(frame)
+		if !ok || ev.SessionID != s.SessionID {
+			continue // another session's event (or not an event)
+		}
+		fmt.Println(describe(ev))
+		if err := conn.Ack(ctx, ev.SessionID, ev.Sequence); err != nil {
+			log.Fatal(err)
+		}
+		break
+	}
+	// Output:
+	// #1 session.invited @example.bob
+}
+
+// The operator API: NewAdmin takes the server's URL and the operator
+// token. CreateAgent shows the new agent's token, once; Do reaches the
+// calls that have no method (docs/api.md, paths under /admin/v1).
+func ExampleNewAdmin() {
+	ctx := context.Background()
+	admin, err := aspclient.NewAdmin(aspdURL, operatorToken)
+	if err != nil {
+		log.Fatal(err)
+	}
+	a, err := admin.CreateAgent(ctx, protocol.CreateAgentRequest{Handle: "@example.dave", InboundPolicy: "allowlist", Allowlist: []string{"@example.*"}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(a.Handle, a.InboundPolicy, a.Token != "")
+
+	err = admin.Do(ctx, http.MethodPut, "/agents/@example.dave/policy", nil, protocol.PolicyRequest{InboundPolicy: "open"}, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	got, err := admin.Agent(ctx, "@example.dave")
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(got.InboundPolicy, got.Allowlist)
+
+	if err := admin.DeleteAgent(ctx, "@example.dave"); err != nil {
+		log.Fatal(err)
+	}
+	_, err = admin.Agent(ctx, "@example.dave")
+	fmt.Println(errors.Is(err, aspclient.ErrNotFound))
+	// Output:
+	// @example.dave allowlist true
+	// open [@example.*]
 	// true
 }

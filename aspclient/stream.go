@@ -2,24 +2,17 @@ package aspclient
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
-	"net/url"
-	"strings"
 	"time"
-
-	"github.com/coder/websocket"
 
 	"github.com/aspd/aspd/protocol"
 )
 
 const (
-	streamReadLimit = 16 << 20
-	pingInterval    = 30 * time.Second
-	seenCapacity    = 1 << 16 // (session_id, sequence) pairs remembered for de-duplication
+	pingInterval = 30 * time.Second
+	seenCapacity = 1 << 16 // (session_id, sequence) pairs remembered for de-duplication
 )
 
 // CloseUnauthorized is the WebSocket close code of a rotated or revoked
@@ -113,104 +106,64 @@ type stream struct {
 	seen *seenSet
 }
 
-func (c *Client) connectURL() string {
-	u, _ := url.Parse(c.base) // checked by New
-	if u.Scheme == "https" {
-		u.Scheme = "wss"
-	} else {
-		u.Scheme = "ws"
-	}
-	u.Path = strings.TrimRight(u.Path, "/") + "/connect"
-	return u.String()
-}
-
-func (s *stream) dial(ctx context.Context) (*websocket.Conn, error) {
-	dctx := ctx
-	if s.c.timeout > 0 {
-		var cancel context.CancelFunc
-		dctx, cancel = context.WithTimeout(ctx, s.c.timeout)
-		defer cancel()
-	}
-	ws, resp, err := websocket.Dial(dctx, s.c.connectURL(), &websocket.DialOptions{
-		HTTPClient: s.c.http,
-		HTTPHeader: http.Header{"Authorization": {"Bearer " + s.c.token}},
-	})
-	if err == nil {
-		return ws, nil
-	}
-	if resp != nil && resp.StatusCode != http.StatusSwitchingProtocols && resp.Body != nil {
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-		return nil, DecodeError(resp.StatusCode, b)
-	}
-	return nil, fmt.Errorf("connecting to %s: %w", s.c.connectURL(), err)
-}
-
 // connectOnce dials and handles events until the connection ends, and
 // reports whether the dial succeeded. When ctx is done it closes with 1000.
 func (s *stream) connectOnce(ctx context.Context) (connected bool, err error) {
-	ws, err := s.dial(ctx)
+	conn, err := s.c.Dial(ctx)
 	if err != nil {
 		return false, err
 	}
-	ws.SetReadLimit(streamReadLimit)
 	closed := make(chan struct{})
 	stopWatch := context.AfterFunc(ctx, func() {
 		defer close(closed)
-		ws.Close(websocket.StatusNormalClosure, "client done")
+		conn.Close("client done")
 	})
 	defer stopWatch()
 	done := make(chan struct{})
 	defer close(done)
-	go keepalive(ws, done)
+	go keepalive(conn, done)
 	for {
 		// Read with a context that is never cancelled: cancelling a read
 		// tears the connection down without a close frame.
-		_, msg, err := ws.Read(context.Background())
+		msg, err := conn.Next(context.Background())
 		if ctx.Err() != nil {
 			if stopWatch() { // the watcher had not started: close here
-				ws.Close(websocket.StatusNormalClosure, "client done")
+				conn.Close("client done")
 			} else {
 				<-closed
 			}
 			return true, ctx.Err()
 		}
 		if err != nil {
-			var ce websocket.CloseError
-			if errors.As(err, &ce) {
-				return true, &CloseError{Code: int(ce.Code), Reason: ce.Reason}
+			var ce *CloseError
+			if !errors.As(err, &ce) {
+				conn.CloseNow()
 			}
-			ws.CloseNow()
-			return true, fmt.Errorf("connection lost: %w", err)
+			return true, err
 		}
-		var ev protocol.Event
-		if json.Unmarshal(msg, &ev) != nil || ev.SessionID == "" || ev.Sequence < 1 {
+		ev, ok := ParseEvent(msg)
+		if !ok {
 			continue // not an event: ignored
 		}
 		k := seenKey{ev.SessionID, ev.Sequence}
 		if !s.seen.has(k) {
 			if err := s.h(ctx, ev); err != nil {
-				ws.Close(websocket.StatusNormalClosure, "")
+				conn.Close("")
 				return true, &handlerError{err}
 			}
 			s.seen.add(k)
 		}
 		// Acks are cumulative per session: acknowledging an event handled
 		// before (a replayed duplicate) confirms nothing new but is harmless.
-		ack(ws, ev.SessionID, ev.Sequence)
+		actx, cancel := context.WithTimeout(context.Background(), pingInterval)
+		_ = conn.Ack(actx, ev.SessionID, ev.Sequence) // a failed write ends the connection; the read reports it
+		cancel()
 	}
-}
-
-// ack confirms a handled event (docs/delivery.md, "Confirmation").
-func ack(ws *websocket.Conn, sessionID string, seq int64) {
-	b, _ := json.Marshal(protocol.Ack{Type: protocol.ClientMessageAck, SessionID: sessionID, Sequence: seq})
-	ctx, cancel := context.WithTimeout(context.Background(), pingInterval)
-	defer cancel()
-	_ = ws.Write(ctx, websocket.MessageText, b) // a failed write ends the connection; the read reports it
 }
 
 // keepalive pings the server so that a silently dead connection is noticed
 // and replaced; it stops when done is closed.
-func keepalive(ws *websocket.Conn, done <-chan struct{}) {
+func keepalive(conn *Conn, done <-chan struct{}) {
 	t := time.NewTicker(pingInterval)
 	defer t.Stop()
 	for {
@@ -219,10 +172,10 @@ func keepalive(ws *websocket.Conn, done <-chan struct{}) {
 			return
 		case <-t.C:
 			ctx, cancel := context.WithTimeout(context.Background(), pingInterval)
-			err := ws.Ping(ctx)
+			err := conn.Ping(ctx)
 			cancel()
 			if err != nil {
-				ws.CloseNow()
+				conn.CloseNow()
 				return
 			}
 		}

@@ -6,6 +6,7 @@
 #
 #   bench/run.sh            # all scenarios
 #   bench/run.sh chat       # one of: chat chat-rate fanout replay idle pgbench
+#   bench/run.sh chat-2nodes chat-rate-2nodes   # two aspd nodes on one database (docs/cluster.md)
 #   ASPD_FLAGS="--group-commit=false" bench/run.sh chat-rate   # compare aspd settings
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -20,8 +21,9 @@ go build -o "$OUT/aspd" ./cmd/aspd
 go build -o "$OUT/aspbench" ./cmd/aspbench
 
 PID=
+PID2=
 start_aspd() {
-	[ -n "$PID" ] && kill "$PID" 2>/dev/null && wait "$PID" 2>/dev/null || true
+	stop_aspd
 	psql "$PG/postgres" -qc "DROP DATABASE IF EXISTS $DB" -c "CREATE DATABASE $DB" >/dev/null
 	ASPD_ADMIN_TOKEN=$ASPBENCH_ADMIN_TOKEN "$OUT/aspd" --database-url "$PG/$DB?sslmode=disable" \
 		--listen "$ADDR" --data-dir "$OUT/data" ${ASPD_FLAGS:-} >"$OUT/aspd.log" 2>&1 &
@@ -29,13 +31,29 @@ start_aspd() {
 	for _ in $(seq 50); do curl -fs "http://$ADDR/readyz" >/dev/null && return; sleep 0.1; done
 	echo "aspd did not start" >&2; exit 1
 }
-stop_aspd() { [ -n "$PID" ] && kill "$PID" && wait "$PID" 2>/dev/null || true; PID=; }
+stop_aspd() {
+	[ -n "$PID" ] && kill "$PID" 2>/dev/null && wait "$PID" 2>/dev/null || true; PID=
+	[ -n "$PID2" ] && kill "$PID2" 2>/dev/null && wait "$PID2" 2>/dev/null || true; PID2=
+}
 trap stop_aspd EXIT
+# Two nodes: start_aspd, then a second aspd on the same database at ADDR2.
+ADDR2=127.0.0.1:8091
+start_cluster() {
+	start_aspd
+	ASPD_ADMIN_TOKEN=$ASPBENCH_ADMIN_TOKEN "$OUT/aspd" --database-url "$PG/$DB?sslmode=disable" \
+		--listen "$ADDR2" --data-dir "$OUT/data2" ${ASPD_FLAGS:-} >"$OUT/aspd2.log" 2>&1 &
+	PID2=$!
+	for _ in $(seq 50); do curl -fs "http://$ADDR2/readyz" >/dev/null && return; sleep 0.1; done
+	echo "the second aspd did not start" >&2; exit 1
+}
+bench2() { # agents round-robin over both nodes; --pid reports the first node's process
+	"$OUT/aspbench" --server "http://$ADDR,http://$ADDR2" --pid "$PID" "$@"
+}
 bench() {
 	"$OUT/aspbench" --server "http://$ADDR" --pid "$PID" "$@"
 	# Delivery counters of the run: pings that confirmed, events written.
 	curl -fs -H "Authorization: Bearer $ASPBENCH_ADMIN_TOKEN" "http://$ADDR/metrics" |
-		grep -E '^aspd_(events_delivered_total|delivery_confirms_total|delivery_acks_total|slow_consumers_total) ' || true
+		grep -E '^aspd_(events_delivered_total|delivery_confirms_total|delivery_acks_total|slow_consumers_total|cluster_notify_sent_total|cluster_notify_skipped_total) ' || true
 }
 
 run() {
@@ -44,6 +62,8 @@ run() {
 	chat-rate) start_aspd; bench chat --sessions 300 --participants 3 --rate 2000 --duration 10s ;;
 	fanout)    start_aspd; bench --timeout 10m fanout --participants 1000 --rate 10 --messages 100 ;;
 	replay)    start_aspd; bench replay --sessions 100 --events 10000 ;;
+	chat-2nodes)      start_cluster; bench2 chat --sessions 300 --participants 3 --duration 10s ;;
+	chat-rate-2nodes) start_cluster; bench2 chat --sessions 300 --participants 3 --rate 2000 --duration 10s ;;
 	idle)      start_aspd; bench --timeout 5m idle --connections "${IDLE_CONNECTIONS:-19000}" --agents 100 --duration 5s ;;
 	pgbench)
 		stop_aspd

@@ -613,3 +613,22 @@ func TestMCPFrames(t *testing.T) {
 		}
 	})
 }
+
+// TestMCPRateLimited: over its message rate, an MCP agent gets REST's
+// rate_limited, and the error says when to retry.
+func TestMCPRateLimited(t *testing.T) {
+	backends(t, func(t *testing.T, dbURL string) {
+		s := startServer(t, dbURL, "--message-rate", "0.1", "--message-burst", "1")
+		am := mcpConnect(t, s, s.provision("@alice.agent", "open"))
+		sid, _ := am.create(map[string]any{"topic": "t"})
+		am.send(sid, "first")
+		text := am.fail("rate_limited", "send_message", map[string]any{"session_id": sid, "content": "second"})
+		var body struct {
+			RetryAfter int `json:"retry_after_seconds"`
+		}
+		mustUnmarshal(t, []byte(text), &body)
+		if body.RetryAfter < 1 || body.RetryAfter > 10 {
+			t.Fatalf("retry_after_seconds %d in %s, want 1..10 at 0.1 messages per second", body.RetryAfter, text)
+		}
+	})
+}

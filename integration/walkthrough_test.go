@@ -16,9 +16,18 @@ const quietFor = 300 * time.Millisecond
 func TestWalkthrough(t *testing.T) {
 	backends(t, func(t *testing.T, dbURL string) {
 		s := startServer(t, dbURL)
-		nick := s.provision("@nick.assistant", "open")
-		support := s.provision("@acme.support", "open")
-		eng := s.provision("@acme.engineer", "allowlist", "@acme.*")
+		walkthrough(t, s, s, s)
+	})
+}
+
+// walkthrough plays the walkthrough with each agent on the given node (one
+// node three times, or three nodes of a cluster: cluster_test.go). Each
+// agent is provisioned through the operator API of its own node.
+func walkthrough(t *testing.T, nickNode, supportNode, engNode *server) {
+	{
+		nick := nickNode.provision("@nick.assistant", "open")
+		support := supportNode.provision("@acme.support", "open")
+		eng := engNode.provision("@acme.engineer", "allowlist", "@acme.*")
 		nickIn, supIn, engIn := newInbox(nick.connect()), newInbox(support.connect()), newInbox(eng.connect())
 
 		// ---- Creating the session ----
@@ -316,5 +325,5 @@ func TestWalkthrough(t *testing.T) {
 		// rule of Appendix C.3 applies (nick, invited at the end, may not reopen).
 		support.must(http.StatusOK, "POST", "/sessions/"+sid2+"/end", nil, "PostSessionsEndResponse")
 		nick.mustFail(http.StatusConflict, "not_joined", "POST", "/sessions/"+sid2+"/reopen", map[string]any{})
-	})
+	}
 }

@@ -32,7 +32,10 @@ func (s *Server) adminRoutes(route func(method, path string, h echo.HandlerFunc)
 	route(http.MethodGet, "/sessions", s.adminListSessions)
 	route(http.MethodGet, "/sessions/:id", s.adminGetSession)
 	route(http.MethodGet, "/sessions/:id/events", s.adminSessionEvents)
+	route(http.MethodGet, "/sessions/:id/events/live", s.adminLiveEvents) // consoleapi.go
+	route(http.MethodGet, "/health", s.adminHealth)                       // consoleapi.go
 	route(http.MethodGet, "/export", s.adminExport)
+	route(http.MethodGet, "/search", s.adminSearch)
 }
 
 // AgentWithToken is the answer to agent creation and token rotation.

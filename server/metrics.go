@@ -47,6 +47,7 @@ func newMetrics(s *Server) *metrics {
 	build.Set(1)
 	m.reg.MustRegister(m.requests, m.delivery, build, deliveryCollector{s},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.reg.MustRegister(clusterCollector{s}) // cluster.go
 	m.handler = promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
 	return m
 }

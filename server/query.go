@@ -9,6 +9,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/aspd/aspd/internal/app"
 	"github.com/aspd/aspd/protocol"
 )
 
@@ -46,7 +47,11 @@ var queryRules = map[string]queryRule{
 	"GET /connect":             {params: []string{"token"}},
 	"GET /stream":              {params: []string{"instrument", "session", "filter"}},
 
+	"GET /decisions/:moment_id/await": {params: []string{"timeout_seconds"}},
+
 	"GET /admin/v1/agents": {params: []string{"owner"}},
+
+	"GET /admin/v1/sessions/:id/events/live": {params: []string{"after_sequence"}}, // consoleapi.go
 	"GET /admin/v1/sessions": {
 		params:  append(slices.Clone(listingParams), "participant", "status", "cursor", "limit"),
 		aliases: [][2]string{{"before", "cursor"}},
@@ -58,6 +63,7 @@ var queryRules = map[string]queryRule{
 		needs:  map[string]string{"status": "participant"},
 		alone:  "session",
 	},
+	"GET /admin/v1/search": {params: app.SearchParams()},
 }
 
 // checkQuery decodes the request's query string and checks it against the

@@ -24,6 +24,8 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/aspd/aspd/internal/app"
+	"github.com/aspd/aspd/internal/chorus"
+	"github.com/aspd/aspd/internal/cluster"
 	"github.com/aspd/aspd/internal/mcp"
 	"github.com/aspd/aspd/protocol"
 	"github.com/aspd/aspd/replay"
@@ -45,6 +47,10 @@ type Config struct {
 	ContactBurst int
 	MessageRate  float64 // POST /sessions/{id}/messages
 	MessageBurst int
+	Chorus       ChorusConfig // webhooks (chorusapi.go)
+	// Cluster makes this process one node of several on one PostgreSQL
+	// database (docs/cluster.md); nil: single node.
+	Cluster *cluster.Config
 }
 
 // FramesConfig configures agent-channel frames (see package app).
@@ -61,6 +67,9 @@ type Server struct {
 	echo *echo.Echo
 
 	metrics *metrics // /metrics (metrics.go); the access log feeds it
+
+	chorus        *chorus.Worker // webhook delivery (chorusapi.go)
+	chorusRunning bool
 }
 
 // New builds a server on st. Call Start to run background work and Close to stop.
@@ -69,7 +78,10 @@ func New(cfg Config, st *store.Store, log *slog.Logger) *Server {
 	s.metrics = newMetrics(s)
 	cfg.Hub.OnLiveWrite = s.metrics.observeDelivery
 	s.app = app.New(app.Config{Limits: cfg.Limits, GraceWindow: cfg.GraceWindow, Hub: cfg.Hub, Frames: cfg.Frames,
-		ContactRate: cfg.ContactRate, ContactBurst: cfg.ContactBurst, MessageRate: cfg.MessageRate, MessageBurst: cfg.MessageBurst}, st, log)
+		ContactRate: cfg.ContactRate, ContactBurst: cfg.ContactBurst, MessageRate: cfg.MessageRate, MessageBurst: cfg.MessageBurst,
+		Chorus:  cfg.Chorus.App,
+		Cluster: cfg.Cluster}, st, log)
+	s.newChorus()
 	s.echo = s.routes()
 	return s
 }
@@ -82,10 +94,19 @@ func (s *Server) App() *app.App { return s.app }
 
 // Start recovers presence left by a previous process and starts the
 // application's background work.
-func (s *Server) Start(ctx context.Context) error { return s.app.Start(ctx) }
+func (s *Server) Start(ctx context.Context) error {
+	if err := s.app.Start(ctx); err != nil {
+		return err
+	}
+	s.startChorus()
+	return nil
+}
 
 // Close stops background work and closes every live connection.
-func (s *Server) Close() { s.app.Close() }
+func (s *Server) Close() {
+	s.closeChorus()
+	s.app.Close()
+}
 
 // routes registers every route with its own middleware. No group carries
 // middleware: echo would register a catch-all behind it, and an unknown
@@ -118,6 +139,10 @@ func (s *Server) routes() *echo.Echo {
 	agentRoute(http.MethodPost, "/frames", s.submitFrame, s.admit(app.ActSubmitFrame))
 	agentRoute(http.MethodGet, "/stream", s.openStream)
 	agentRoute(http.MethodGet, "/stream/roster", s.roster)
+	agentRoute(http.MethodGet, "/decisions/pending", s.pendingDecisions)
+	agentRoute(http.MethodGet, "/decisions/:moment_id", s.getDecision)
+	agentRoute(http.MethodGet, "/decisions/:moment_id/await", s.awaitDecision)
+	agentRoute(http.MethodPost, "/decisions/:moment_id/resolve", s.resolveDecision, s.admit(app.ActSendMessage))
 	// MCP tools (internal/mcp), authenticated by the agent token in its own middleware.
 	e.Match([]string{http.MethodGet, http.MethodPost, http.MethodDelete}, "/mcp", echo.WrapHandler(mcp.Handler(s.app, s.cfg.MaxBodyBytes)))
 
@@ -125,6 +150,11 @@ func (s *Server) routes() *echo.Echo {
 		e.Add(method, "/admin/v1"+path, h, s.adminAuth, s.strictQuery)
 	})
 	e.GET("/metrics", s.metricsHandler, s.adminAuth, s.strictQuery)
+	s.chorusRoutes(e)
+	// The web console (internal/console): static pages, no authentication of
+	// their own; every call they make goes to /admin/v1 with the token.
+	e.GET("/console", s.consoleHandler())
+	e.GET("/console/*", s.consoleHandler())
 	return e
 }
 
@@ -312,5 +342,9 @@ func (s *Server) readyz(c echo.Context) error {
 	if err := s.app.Store().Ping(ctx); err != nil {
 		return protocol.Errorf(http.StatusServiceUnavailable, protocol.CodeUnavailable, "database unreachable")
 	}
-	return c.JSON(http.StatusOK, map[string]any{"status": "ready", "store": s.app.Store().Dialect(), "connections": s.app.DeliveryStats().Connections})
+	ready := map[string]any{"status": "ready", "store": s.app.Store().Dialect(), "connections": s.app.DeliveryStats().Connections}
+	if n := s.app.Node(); n != nil {
+		ready["node"] = n.ID() // cluster.go
+	}
+	return c.JSON(http.StatusOK, ready)
 }

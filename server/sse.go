@@ -25,20 +25,7 @@ func (s *Server) openStream(c echo.Context) error {
 	}
 	defer st.Close()
 
-	w := c.Response()
-	rc := http.NewResponseController(w)
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
-	write := func(b []byte) error {
-		_ = rc.SetWriteDeadline(time.Now().Add(s.cfg.Frames.WriteTimeout))
-		if _, err := w.Write(b); err != nil {
-			return err
-		}
-		return rc.Flush()
-	}
+	write := startSSE(c, s.cfg.Frames.WriteTimeout)
 	if err := write([]byte(": aspd frame stream\n\n")); err != nil {
 		return nil
 	}
@@ -80,5 +67,25 @@ func (s *Server) openStream(c echo.Context) error {
 				return nil
 			}
 		}
+	}
+}
+
+// startSSE answers 200 with a Server-Sent Events stream and returns the
+// function that writes one chunk of it: bounded by timeout, and flushed at
+// once (no proxy buffering either: X-Accel-Buffering).
+func startSSE(c echo.Context, timeout time.Duration) func([]byte) error {
+	w := c.Response()
+	rc := http.NewResponseController(w)
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	return func(b []byte) error {
+		_ = rc.SetWriteDeadline(time.Now().Add(timeout))
+		if _, err := w.Write(b); err != nil {
+			return err
+		}
+		return rc.Flush()
 	}
 }

@@ -120,25 +120,31 @@ func (s *Store) eachSession(ctx context.Context, tx *sql.Tx, ids []string, fn fu
 func (s *Store) MarkOnline(ctx context.Context, h string) ([]*Commit, error) {
 	var commits []*Commit
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		if _, err := tx.ExecContext(ctx, `INSERT INTO presence (handle, online, offline_since) VALUES ($1, $2, NULL)
-			ON CONFLICT (handle) DO UPDATE SET online = excluded.online, offline_since = NULL`, h, true); err != nil {
-			return fmt.Errorf("store: presence: %w", err)
-		}
-		ids, err := joinedSessions(ctx, tx, h, true)
-		if err != nil {
-			return err
-		}
-		commits, err = s.eachSession(ctx, tx, ids, func(t *sessionTx) error {
-			if p := t.parts[h]; p == nil || p.status != protocol.StatusJoined || !p.disconnected || t.state != protocol.StateActive {
-				return nil
-			}
-			t.participant(h).disconnected = false
-			_, err := t.append(protocol.EventReconnected, h, nil, protocol.AgentPayload{Agent: h})
-			return err
-		})
+		var err error
+		commits, err = s.markOnlineTx(ctx, tx, h)
 		return err
 	})
 	return commits, err
+}
+
+// markOnlineTx is MarkOnline inside tx.
+func (s *Store) markOnlineTx(ctx context.Context, tx *sql.Tx, h string) ([]*Commit, error) {
+	if _, err := tx.ExecContext(ctx, `INSERT INTO presence (handle, online, offline_since) VALUES ($1, $2, NULL)
+		ON CONFLICT (handle) DO UPDATE SET online = excluded.online, offline_since = NULL`, h, true); err != nil {
+		return nil, fmt.Errorf("store: presence: %w", err)
+	}
+	ids, err := joinedSessions(ctx, tx, h, true)
+	if err != nil {
+		return nil, err
+	}
+	return s.eachSession(ctx, tx, ids, func(t *sessionTx) error {
+		if p := t.parts[h]; p == nil || p.status != protocol.StatusJoined || !p.disconnected || t.state != protocol.StateActive {
+			return nil
+		}
+		t.participant(h).disconnected = false
+		_, err := t.append(protocol.EventReconnected, h, nil, protocol.AgentPayload{Agent: h})
+		return err
+	})
 }
 
 // MarkOffline records that h's last live connection dropped: it appends
@@ -147,25 +153,31 @@ func (s *Store) MarkOnline(ctx context.Context, h string) ([]*Commit, error) {
 func (s *Store) MarkOffline(ctx context.Context, h string) ([]*Commit, error) {
 	var commits []*Commit
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		if _, err := tx.ExecContext(ctx, `INSERT INTO presence (handle, online, offline_since) VALUES ($1, $2, $3)
-			ON CONFLICT (handle) DO UPDATE SET online = excluded.online, offline_since = excluded.offline_since`, h, false, s.nowMs()); err != nil {
-			return fmt.Errorf("store: presence: %w", err)
-		}
-		ids, err := joinedSessions(ctx, tx, h, false)
-		if err != nil {
-			return err
-		}
-		commits, err = s.eachSession(ctx, tx, ids, func(t *sessionTx) error {
-			if p := t.parts[h]; p == nil || p.status != protocol.StatusJoined || p.disconnected || t.state != protocol.StateActive {
-				return nil
-			}
-			t.participant(h).disconnected = true
-			_, err := t.append(protocol.EventDisconnected, h, nil, protocol.AgentPayload{Agent: h})
-			return err
-		})
+		var err error
+		commits, err = s.markOfflineTx(ctx, tx, h)
 		return err
 	})
 	return commits, err
+}
+
+// markOfflineTx is MarkOffline inside tx.
+func (s *Store) markOfflineTx(ctx context.Context, tx *sql.Tx, h string) ([]*Commit, error) {
+	if _, err := tx.ExecContext(ctx, `INSERT INTO presence (handle, online, offline_since) VALUES ($1, $2, $3)
+		ON CONFLICT (handle) DO UPDATE SET online = excluded.online, offline_since = excluded.offline_since`, h, false, s.nowMs()); err != nil {
+		return nil, fmt.Errorf("store: presence: %w", err)
+	}
+	ids, err := joinedSessions(ctx, tx, h, false)
+	if err != nil {
+		return nil, err
+	}
+	return s.eachSession(ctx, tx, ids, func(t *sessionTx) error {
+		if p := t.parts[h]; p == nil || p.status != protocol.StatusJoined || p.disconnected || t.state != protocol.StateActive {
+			return nil
+		}
+		t.participant(h).disconnected = true
+		_, err := t.append(protocol.EventDisconnected, h, nil, protocol.AgentPayload{Agent: h})
+		return err
+	})
 }
 
 // ExpireGrace promotes every disconnect older than the grace window to a
@@ -215,7 +227,9 @@ func (s *Store) ExpireGrace(ctx context.Context, offlineBefore int64) ([]*Commit
 // restart neither strands them as disconnected nor evicts them all at once.
 // Agents already offline keep their original grace deadline.
 func (s *Store) RecoverPresence(ctx context.Context) ([]*Commit, error) {
-	handles, err := queryStrings(ctx, s.read, `SELECT handle FROM presence WHERE online = $1 ORDER BY handle`, true)
+	// Agents online through a healthy Chorus endpoint did not lose it.
+	handles, err := queryStrings(ctx, s.read, `SELECT handle FROM presence WHERE online = $1
+		AND handle NOT IN (SELECT handle FROM chorus_endpoints WHERE failing = $2) ORDER BY handle`, true, false)
 	if err != nil {
 		return nil, err
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/pressly/goose/v3"
 )
@@ -22,10 +23,13 @@ type dialect struct {
 	forUpdateOfSessions string
 	// dataModifyingCTE: the dialect runs UPDATE inside WITH of an INSERT.
 	dataModifyingCTE bool
+	// skipLocked ends a locking subquery that several nodes may run at once
+	// (the Chorus outbox claim); SQLite has one writer and needs none.
+	skipLocked string
 }
 
 var (
-	postgresDialect = dialect{name: "postgres", goose: goose.DialectPostgres, forUpdate: " FOR UPDATE", forUpdateOfSessions: " FOR UPDATE OF s", dataModifyingCTE: true}
+	postgresDialect = dialect{name: "postgres", goose: goose.DialectPostgres, forUpdate: " FOR UPDATE", forUpdateOfSessions: " FOR UPDATE OF s", dataModifyingCTE: true, skipLocked: " FOR UPDATE SKIP LOCKED"}
 	sqliteDialect   = dialect{name: "sqlite", goose: goose.DialectSQLite3, forUpdate: ""}
 )
 
@@ -61,4 +65,96 @@ func openSQLite(path string) (*Store, error) {
 	}
 	read.SetMaxOpenConns(8)
 	return &Store{read: read, write: write, d: sqliteDialect, now: timeNow}, nil
+}
+
+// Transcript search (search.go, docs/search.md): the statements that differ.
+
+// eventSearchColumns are the columns of the events INSERT that carry an
+// event's search index input, after its eight others, and the SQL of
+// their values given the placeholders of the indexed text and of its
+// words. PostgreSQL stores the word index's tsvector in a column;
+// SQLite's FTS5 tables are filled by triggers from search_text.
+func (d dialect) eventSearchColumns(textArg, wordsArg string) (cols, values string) {
+	if d.name == "postgres" {
+		return ", search_text, search_words", ", " + textArg + ", to_tsvector('simple', NULLIF(" + wordsArg + ", ''))"
+	}
+	return ", search_text", ", " + textArg
+}
+
+// searchWordsArg reports whether eventSearchColumns uses its words
+// argument (only PostgreSQL's does).
+func (d dialect) searchWordsArg() bool { return d.name == "postgres" }
+
+// searchBackfillSet is the SET of the backfill's UPDATE, from a row v(s,
+// q, t, w) of event key, text and words.
+func (d dialect) searchBackfillSet() string {
+	if d.name == "postgres" {
+		return "search_text = v.t, search_words = to_tsvector('simple', NULLIF(v.w, ''))"
+	}
+	return "search_text = v.t"
+}
+
+// searchPart is one index lookup of a query term: its words in the word
+// index (a phrase, or the one word), or its text as a substring in the
+// trigram index. arg is its placeholder, bound to searchWordArg's or
+// searchSubstringArg's value.
+type searchPart struct {
+	substring bool
+	arg       string
+}
+
+// searchAnyOf is the predicate "event e matches at least one of parts". On
+// PostgreSQL, an OR of conditions on e's columns, which the planner
+// answers from the GIN indexes (a BitmapOr). On SQLite, one IN over the
+// UNION of the FTS5 tables' answers: one list, built once, probed once
+// per event.
+func (d dialect) searchAnyOf(parts []searchPart) string {
+	alts := make([]string, len(parts))
+	for i, p := range parts {
+		switch {
+		case d.name == "postgres" && p.substring:
+			alts[i] = "e.search_text ILIKE " + p.arg + " ESCAPE '!'"
+		case d.name == "postgres":
+			alts[i] = "e.search_words @@ websearch_to_tsquery('simple', " + p.arg + ")"
+		case p.substring:
+			alts[i] = "SELECT rowid FROM events_trigram WHERE events_trigram MATCH " + p.arg
+		default:
+			alts[i] = "SELECT rowid FROM events_words WHERE events_words MATCH " + p.arg
+		}
+	}
+	if d.name == "postgres" {
+		return "(" + strings.Join(alts, " OR ") + ")"
+	}
+	return "e.rowid IN (" + strings.Join(alts, " UNION ") + ")"
+}
+
+// searchWordArg is the argument of searchWordMatch for words: a quoted
+// phrase for websearch_to_tsquery (which then means the words in a row,
+// or the one word) and for FTS5 alike. Words hold letters and digits
+// only, so nothing in them needs escaping.
+func (d dialect) searchWordArg(words []string) string {
+	return `"` + strings.Join(words, " ") + `"`
+}
+
+// searchSubstringArg is the argument of searchSubstringMatch for text: an
+// ILIKE pattern on PostgreSQL, an FTS5 phrase (quotes doubled) for the
+// trigram table on SQLite.
+func (d dialect) searchSubstringArg(text string) string {
+	if d.name == "postgres" {
+		return "%" + likeEscape(text) + "%"
+	}
+	return `"` + strings.ReplaceAll(text, `"`, `""`) + `"`
+}
+
+// searchAnalyze refreshes the planner's statistics after a backfill filled
+// the search columns of many events at once: without them PostgreSQL
+// guesses the selectivity of the word and trigram predicates, and may walk
+// the whole log by time instead of using the indexes. Autovacuum would get
+// there eventually. SQLite's planner does not use such statistics here
+// (the FTS5 tables answer first), so it has none to refresh.
+func (d dialect) searchAnalyze() string {
+	if d.name == "postgres" {
+		return "ANALYZE events"
+	}
+	return ""
 }

@@ -39,6 +39,15 @@ const (
 	KindNotParticipant
 	// KindClosed: the store is closed (shutting down).
 	KindClosed
+	// KindAlreadyResolved: a binding moment that has its resolution already.
+	KindAlreadyResolved
+	// KindNotResolver: a participant who may not resolve this binding moment.
+	KindNotResolver
+	// KindInvalidResolution: a resolution its binding moment does not admit
+	// (an option index out of range, a closed hatch); Field names it.
+	KindInvalidResolution
+	// KindSearchTooSlow: a search did not finish within its time bound.
+	KindSearchTooSlow
 )
 
 // Error is a domain error of the store: a request refused by a rule, or the
@@ -75,6 +84,9 @@ var (
 	ErrTooLarge             = refusal(KindTooLarge, "the data exceeds a database limit")
 	ErrNotParticipant       = refusal(KindNotParticipant, "not a participant of this session")
 	ErrClosed               = refusal(KindClosed, "the store is closed")
+	ErrAlreadyResolved      = refusal(KindAlreadyResolved, "this binding moment is already resolved: the first resolution wins")
+	ErrNotResolver          = refusal(KindNotResolver, "you may not resolve this binding moment")
+	ErrInvalidResolution    = refusal(KindInvalidResolution, "the binding moment does not admit this resolution")
 )
 
 // AsError returns the store's domain error in err's chain, or nil.

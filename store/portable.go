@@ -11,7 +11,8 @@ package store
 //
 // then one line per record, {"kind": ..., <columns>}, grouped by kind in this
 // order (parents before children): agent, allowlist, block, session,
-// participant, event, message_key, session_key, cursor, presence; and last an
+// participant, event, message_key, session_key, cursor, presence,
+// binding_moment; and last an
 // end record {"kind":"end","counts":{<kind>: <records>, ...}} that lets an
 // import tell a complete file from a truncated one.
 //
@@ -50,9 +51,12 @@ const (
 	KindEnd         = "end"
 )
 
+// KindBindingMoment is a binding_moments row (docs/decisions.md).
+const KindBindingMoment = "binding_moment"
+
 // portableKinds lists the data kinds in the order they must appear.
 var portableKinds = []string{KindAgent, KindAllowlist, KindBlock, KindSession, KindParticipant, KindEvent,
-	KindMessageKey, KindSessionKey, KindCursor, KindPresence}
+	KindMessageKey, KindSessionKey, KindCursor, KindPresence, KindBindingMoment}
 
 // PortableCounts counts the records of each kind.
 type PortableCounts map[string]int64
@@ -187,6 +191,28 @@ type presenceRecord struct {
 	Handle       string `json:"handle"`
 	Online       bool   `json:"online"`
 	OfflineSince *int64 `json:"offline_since"`
+}
+
+type bindingMomentRecord struct {
+	Kind          string  `json:"kind"`
+	MomentID      string  `json:"moment_id"`
+	SessionID     string  `json:"session_id"`
+	Sequence      int64   `json:"sequence"`
+	Emitter       string  `json:"emitter"`
+	Resolver      *string `json:"resolver"`
+	OptionCount   int     `json:"option_count"`
+	FreeText      bool    `json:"free_text"`
+	Dialogue      bool    `json:"dialogue"`
+	Envelope      string  `json:"envelope"` // the envelope JSON, verbatim
+	CreatedAt     int64   `json:"created_at"`
+	Outcome       *string `json:"outcome"`
+	OptionIdx     *int64  `json:"option_idx"`
+	Answer        *string `json:"answer"`
+	Objection     *string `json:"objection"`
+	ResolvedBy    *string `json:"resolved_by"`
+	ResolutionID  *string `json:"resolution_id"`
+	ResolutionSeq *int64  `json:"resolution_seq"`
+	ResolvedAt    *int64  `json:"resolved_at"`
 }
 
 type endRecord struct {

@@ -222,5 +222,19 @@ func (s *Store) exportTables(opts ExportOptions, stats *ExportStats) []exportTab
 				r.OfflineSince = nullInt(since)
 				return r, []any{r.Handle}, err
 			}},
+		{kind: KindBindingMoment, keys: []string{"moment_id"},
+			query: `SELECT moment_id, session_id, sequence, emitter, resolver, option_count, free_text, dialogue, envelope, created_at,
+				outcome, option_idx, answer, objection, resolved_by, resolution_id, resolution_seq, resolved_at FROM binding_moments`,
+			scan: func(rows *sql.Rows) (any, []any, error) {
+				r := bindingMomentRecord{Kind: KindBindingMoment}
+				var resolver, outcome, answer, objection, resolvedBy, resolutionID sql.NullString
+				var idx, resSeq, resAt sql.NullInt64
+				err := rows.Scan(&r.MomentID, &r.SessionID, &r.Sequence, &r.Emitter, &resolver, &r.OptionCount, &r.FreeText, &r.Dialogue,
+					&r.Envelope, &r.CreatedAt, &outcome, &idx, &answer, &objection, &resolvedBy, &resolutionID, &resSeq, &resAt)
+				r.Resolver, r.Outcome, r.Answer, r.Objection = nullStr(resolver), nullStr(outcome), nullStr(answer), nullStr(objection)
+				r.ResolvedBy, r.ResolutionID = nullStr(resolvedBy), nullStr(resolutionID)
+				r.OptionIdx, r.ResolutionSeq, r.ResolvedAt = nullInt(idx), nullInt(resSeq), nullInt(resAt)
+				return r, []any{r.MomentID}, err
+			}},
 	}
 }

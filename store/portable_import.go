@@ -100,6 +100,15 @@ var importKinds = map[string]importKind{
 		decodeAs(func(r *presenceRecord) ([]any, error) {
 			return []any{r.Handle, r.Online, nullIntArg(r.OfflineSince)}, required("handle", r.Handle)
 		})},
+	KindBindingMoment: {"binding_moments", []string{"moment_id", "session_id", "sequence", "emitter", "resolver", "option_count", "free_text", "dialogue",
+		"envelope", "created_at", "outcome", "option_idx", "answer", "objection", "resolved_by", "resolution_id", "resolution_seq", "resolved_at"},
+		decodeAs(func(r *bindingMomentRecord) ([]any, error) {
+			return []any{r.MomentID, r.SessionID, r.Sequence, r.Emitter, nullStrArg(r.Resolver), r.OptionCount, r.FreeText, r.Dialogue,
+					r.Envelope, r.CreatedAt, nullStrArg(r.Outcome), nullIntArg(r.OptionIdx), nullStrArg(r.Answer), nullStrArg(r.Objection),
+					nullStrArg(r.ResolvedBy), nullStrArg(r.ResolutionID),
+					nullIntArg(r.ResolutionSeq), nullIntArg(r.ResolvedAt)},
+				required("moment_id", r.MomentID, "session_id", r.SessionID, "emitter", r.Emitter, "envelope", r.Envelope)
+		})},
 }
 
 // decodeEvent checks an event record: its body is what clients receive, so
@@ -313,6 +322,12 @@ func (s *Store) Import(ctx context.Context, r io.Reader) (ImportStats, error) {
 	})
 	if err != nil {
 		return ImportStats{Counts: PortableCounts{}}, err
+	}
+	// The imported events are indexed for search as a backfill indexes
+	// events older than search (search.go), the import's rows having left
+	// search_text NULL.
+	if _, err := s.backfillSearch(ctx); err != nil {
+		return stats, fmt.Errorf("store: import: the network is imported, but indexing it for search failed (aspd retries when it next opens the store): %w", err)
 	}
 	return stats, nil
 }

@@ -263,6 +263,8 @@ type SendMessage struct {
 	// FrameRecipients are the recipient_handles of the agent-channel frames
 	// the content carries; each must be a participant of the session.
 	FrameRecipients []string
+	// Binding is the message's binding part, if any (store/decisions.go).
+	Binding *Binding
 }
 
 // SendMessage appends a session.message from a joined sender. The
@@ -272,6 +274,9 @@ type SendMessage struct {
 // commit or one transaction per message) apply the one message rule,
 // appendMessages.
 func (s *Store) SendMessage(ctx context.Context, req SendMessage) (protocol.SendMessageResponse, *Commit, error) {
+	if req.Binding != nil {
+		return s.sendBinding(ctx, req)
+	}
 	if s.batch != nil {
 		return s.sendBatched(ctx, req)
 	}

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/aspd/aspd/internal/search"
 	"github.com/aspd/aspd/internal/visibility"
 	"github.com/aspd/aspd/protocol"
 )
@@ -363,7 +364,7 @@ func writeEvents(ctx context.Context, tx *sql.Tx, d dialect, events []StoredEven
 		var b strings.Builder
 		args := sessionValues(&b, advance)
 		b.WriteString(`, u AS (` + updateSessionsFromV + `) `)
-		args = eventValues(&b, args, events)
+		args = eventValues(&b, d, args, events)
 		if _, err := tx.ExecContext(ctx, b.String(), args...); err != nil {
 			return fmt.Errorf("store: append events: %w", err)
 		}
@@ -371,7 +372,7 @@ func writeEvents(ctx context.Context, tx *sql.Tx, d dialect, events []StoredEven
 	}
 	for start := 0; start < len(events); start += eventsPerStatement {
 		var b strings.Builder
-		args := eventValues(&b, nil, events[start:min(start+eventsPerStatement, len(events))])
+		args := eventValues(&b, d, nil, events[start:min(start+eventsPerStatement, len(events))])
 		if _, err := tx.ExecContext(ctx, b.String(), args...); err != nil {
 			return fmt.Errorf("store: insert events: %w", err)
 		}
@@ -411,15 +412,25 @@ func sessionValues(b *strings.Builder, ts []*sessionTx) []any {
 
 // eventValues writes the multi-row INSERT of events, numbering its
 // placeholders after args, and returns args with the events' values.
-func eventValues(b *strings.Builder, args []any, events []StoredEvent) []any {
-	b.WriteString(`INSERT INTO events (session_id, sequence, event_id, type, subject, audience, created_at, body) VALUES `)
+//
+// Each row also carries the event's search index input (docs/search.md):
+// its text, extracted here by the one rule (search.ExtractEvent), and on
+// PostgreSQL its words; so indexing costs no statement of its own.
+func eventValues(b *strings.Builder, d dialect, args []any, events []StoredEvent) []any {
+	cols, _ := d.eventSearchColumns("", "")
+	b.WriteString(`INSERT INTO events (session_id, sequence, event_id, type, subject, audience, created_at, body` + cols + `) VALUES `)
 	for i, e := range events {
 		if i > 0 {
 			b.WriteString(", ")
 		}
 		n := len(args)
-		fmt.Fprintf(b, "($%d, $%d, $%d, $%d, $%d, $%d, $%d, $%d)", n+1, n+2, n+3, n+4, n+5, n+6, n+7, n+8)
-		args = append(args, e.SessionID, e.Sequence, e.EventID, e.Type, e.Subject, encodeAudience(e.Audience), e.CreatedAt, string(e.Body))
+		text := search.ExtractEvent(e.Type, e.Body)
+		_, vals := d.eventSearchColumns(fmt.Sprintf("$%d", n+9), fmt.Sprintf("$%d", n+10))
+		fmt.Fprintf(b, "($%d, $%d, $%d, $%d, $%d, $%d, $%d, $%d%s)", n+1, n+2, n+3, n+4, n+5, n+6, n+7, n+8, vals)
+		args = append(args, e.SessionID, e.Sequence, e.EventID, e.Type, e.Subject, encodeAudience(e.Audience), e.CreatedAt, string(e.Body), text)
+		if d.searchWordsArg() {
+			args = append(args, search.WordText(text))
+		}
 	}
 	return args
 }

@@ -42,6 +42,9 @@ type Store struct {
 	// requestTxTimeout. Tests shorten it.
 	txTimeout time.Duration
 	closed    atomic.Bool // set by Close: writes are ErrClosed
+
+	// searches holds the slots of concurrent searches (search.go).
+	searches chan struct{}
 }
 
 // requestTxTimeout bounds a request's write transaction.
@@ -69,6 +72,15 @@ func Open(ctx context.Context, url string) (*Store, error) {
 	if err := s.migrate(ctx); err != nil {
 		s.Close()
 		return nil, err
+	}
+	s.searches = make(chan struct{}, maxConcurrentSearches)
+	// Events written before the search migration are indexed now, by the
+	// write path's extraction rule (search.go).
+	if n, err := s.backfillSearch(ctx); err != nil {
+		s.Close()
+		return nil, err
+	} else if n > 0 {
+		slog.Info("indexed existing events for search", "events", n)
 	}
 	return s, nil
 }

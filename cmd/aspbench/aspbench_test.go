@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aspd/aspd/aspclient"
 	"github.com/aspd/aspd/internal/aspdtest"
 )
 
@@ -260,12 +261,12 @@ func TestParseSeed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []agent{{"@z.one", "t1"}, {"@a.two", "t2"}, {"@m.three", "t3"}}
+	want := []agent{{handle: "@z.one", token: "t1"}, {handle: "@a.two", token: "t2"}, {handle: "@m.three", token: "t3"}}
 	if len(got) != len(want) {
 		t.Fatalf("got %d agents, want %d", len(got), len(want))
 	}
 	for i := range want {
-		if *got[i] != want[i] {
+		if got[i].handle != want[i].handle || got[i].token != want[i].token {
 			t.Errorf("agent %d = %+v, want %+v (file order)", i, *got[i], want[i])
 		}
 	}
@@ -470,13 +471,16 @@ func TestEndToEnd(t *testing.T) {
 		}
 		// Only the agents of the --keep-agents run are left: every other
 		// run deleted its own.
-		b := newBench(&options{server: srv.url, adminToken: srv.admin}, "x", io.Discard)
+		admin, err := aspclient.NewAdmin(srv.url, srv.admin)
+		if err != nil {
+			t.Fatal(err)
+		}
 		var r struct {
 			Agents []struct {
 				Handle string `json:"handle"`
 			} `json:"agents"`
 		}
-		if err := b.call(t.Context(), "GET /admin/v1/agents", "GET", "/admin/v1/agents", srv.admin, nil, &r); err != nil {
+		if err := admin.Do(t.Context(), "GET", "/agents", nil, nil, &r); err != nil {
 			t.Fatal(err)
 		}
 		if len(r.Agents) != 2 {
@@ -523,5 +527,33 @@ func TestEndToEndSeed(t *testing.T) {
 	}
 	if !strings.Contains(errb.String(), "holds 6 agents") {
 		t.Errorf("stderr %q does not say the seed is too small", errb.String())
+	}
+}
+
+// --server may list several nodes; each must be a loopback URL, and agents
+// are spread over them round-robin (requests with their tokens and their
+// connections go to their node; operator requests to the first).
+func TestSeveralServers(t *testing.T) {
+	if got := splitServers(" http://127.0.0.1:1/, http://127.0.0.1:2,,"); fmt.Sprint(got) != "[http://127.0.0.1:1 http://127.0.0.1:2]" {
+		t.Fatalf("split %v", got)
+	}
+	var out, errb bytes.Buffer
+	if code := run([]string{"--server", "http://127.0.0.1:1,http://example.com:2", "chat"}, &out, &errb); code != 2 || !strings.Contains(errb.String(), "loopback") {
+		t.Fatalf("a non-loopback second node: exit %d, %s", code, errb.String())
+	}
+	o := defaultOptions()
+	o.server, o.servers = "http://127.0.0.1:1", []string{"http://127.0.0.1:1", "http://127.0.0.1:2"}
+	b := newBench(o, "chat", io.Discard)
+	b.agents = []*agent{{handle: "@a.a", token: "ta"}, {handle: "@b.b", token: "tb"}, {handle: "@c.c", token: "tc"}}
+	if err := b.spreadAgents(); err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []string{"http://127.0.0.1:1", "http://127.0.0.1:2", "http://127.0.0.1:1"} {
+		if a := b.agents[i]; a.node != want || a.api == nil || a.ws == nil {
+			t.Fatalf("agent %s on %q (clients %v, %v), want %s", a.handle, a.node, a.api != nil, a.ws != nil, want)
+		}
+	}
+	if serverList(o) != "http://127.0.0.1:1,http://127.0.0.1:2" {
+		t.Fatalf("report server %q", serverList(o))
 	}
 }

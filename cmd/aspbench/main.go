@@ -79,6 +79,7 @@ var watchdog bool
 // options are the global flags.
 type options struct {
 	server         string
+	servers        []string // --server split: every node (nodes.go)
 	adminToken     string
 	adminTokenFile string
 	seedFile       string
@@ -110,7 +111,7 @@ func defaultOptions() *options {
 // addGlobals binds the global flags to o, with o's current values as
 // defaults, so they may appear before or after the scenario name.
 func addGlobals(fs *flag.FlagSet, o *options) {
-	fs.StringVar(&o.server, "server", o.server, "base URL of the ASP operator; loopback hosts only (127.0.0.0/8, ::1, localhost)")
+	fs.StringVar(&o.server, "server", o.server, "base URL of the ASP operator; loopback hosts only (127.0.0.0/8, ::1, localhost). Several nodes of one cluster, comma-separated (http://127.0.0.1:8080,http://127.0.0.1:8081), get the agents round-robin; operator calls, /metrics and --pid use the first")
 	fs.StringVar(&o.adminToken, "admin-token", o.adminToken, "aspd operator token: provision agents through POST /admin/v1/agents (env ASPBENCH_ADMIN_TOKEN)")
 	fs.StringVar(&o.adminTokenFile, "admin-token-file", o.adminTokenFile, "file holding the aspd operator token")
 	fs.StringVar(&o.seedFile, "seed", o.seedFile, `seed file of agents in the aspd --seed shape ({"@a.b": {"token": "..."}, "@c.d": "token"}); the scenario uses the first N handles in file order`)
@@ -218,9 +219,16 @@ func parseArgs(args []string, stderr io.Writer) (*options, string, scenario, err
 	if fs.NArg() > 0 {
 		return nil, "", nil, usagef("unexpected arguments: %s", strings.Join(fs.Args(), " "))
 	}
-	if err := checkLoopback(o.server); err != nil {
-		return nil, "", nil, usagef("%v", err)
+	o.servers = splitServers(o.server)
+	if len(o.servers) == 0 {
+		return nil, "", nil, usagef("--server: no URL")
 	}
+	for _, s := range o.servers {
+		if err := checkLoopback(s); err != nil {
+			return nil, "", nil, usagef("%v", err)
+		}
+	}
+	o.server = o.servers[0]
 	if o.adminTokenFile != "" && o.adminToken == "" {
 		b, err := os.ReadFile(o.adminTokenFile)
 		if err != nil {

@@ -11,19 +11,24 @@ import (
 	"math"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/aspd/aspd/aspclient"
+	"github.com/aspd/aspd/protocol"
 )
 
 // agent is an ASP agent the benchmark acts as.
 type agent struct {
 	handle string
 	token  string
+	node   string            // base URL of its aspd node (nodes.go)
+	api    *aspclient.Client // REST calls as this agent, to its node
+	ws     *aspclient.Client // WS /connect as this agent, to its node
 }
 
 // bench is one run: its clients, agents, sessions, connections, checks and
@@ -36,7 +41,7 @@ type bench struct {
 	base     time.Time // the run's clock: every time below is time.Since(base)
 	http     *http.Client
 	wsHTTP   *http.Client
-	wsURL    string
+	admin    *aspclient.Admin // the operator API of the first node
 	rep      *Report
 
 	agents      []*agent
@@ -75,7 +80,6 @@ func newBench(o *options, scenario string, stderr io.Writer) *bench {
 		runID:    newRunID(),
 		base:     time.Now(),
 		http:     &http.Client{Transport: tr, Timeout: 60 * time.Second},
-		wsURL:    "ws" + strings.TrimPrefix(strings.TrimSuffix(o.server, "/"), "http") + "/connect",
 	}
 	b.wsHTTP = &http.Client{Transport: &http.Transport{Proxy: nil, DialContext: b.dialWS}}
 	b.winStart.Store(math.MaxInt64)
@@ -134,32 +138,20 @@ func (b *bench) execute(ctx context.Context, sc scenario) error {
 	if err := b.phase("provision", func() error { return b.provision(ctx, sc.agentsNeeded()) }); err != nil {
 		return err
 	}
+	if err := b.spreadAgents(); err != nil {
+		return err
+	}
 	return sc.run(ctx, b)
 }
 
 // ---- REST ----
 
-// apiError is an HTTP answer other than the one expected.
-type apiError struct {
-	Op      string
-	Status  int
-	Code    string
-	Message string
-}
-
-func (e *apiError) Error() string {
-	if e.Code != "" {
-		return fmt.Sprintf("%s: %d %s: %s", e.Op, e.Status, e.Code, e.Message)
-	}
-	return fmt.Sprintf("%s: HTTP %d %s", e.Op, e.Status, e.Message)
-}
-
-// kind is the error's tally key: the operation and the status/code, or
+// errKind is an error's tally key: the operation and the status/code, or
 // "transport error".
 func errKind(op string, err error) string {
-	var ae *apiError
+	var ae *aspclient.Error
 	if errors.As(err, &ae) {
-		return fmt.Sprintf("%s: %d %s", ae.Op, ae.Status, ae.Code)
+		return fmt.Sprintf("%s: %d %s", op, ae.Status, ae.Code)
 	}
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
 		return op + ": timed out"
@@ -167,53 +159,34 @@ func errKind(op string, err error) string {
 	return op + ": transport error"
 }
 
-// call sends a request and decodes a 2xx JSON answer into out (if not nil).
-func (b *bench) call(ctx context.Context, op, method, path, token string, body []byte, out any) error {
-	var rd io.Reader
-	if body != nil {
-		rd = bytes.NewReader(body)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, strings.TrimSuffix(b.o.server, "/")+path, rd)
-	if err != nil {
+// call sends one REST request as agent a (to its node) with aspclient and
+// decodes a 2xx JSON answer into out (if not nil); op names it in errors.
+func (b *bench) call(ctx context.Context, op string, a *agent, path string, body, out any) error {
+	if err := a.api.Do(ctx, http.MethodPost, path, nil, body, out); err != nil {
 		return fmt.Errorf("%s: %w", op, err)
-	}
-	req.Header.Set("Authorization", "Bearer "+token)
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := b.http.Do(req)
-	if err != nil {
-		return fmt.Errorf("%s: %w", op, err)
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
-	if err != nil {
-		return fmt.Errorf("%s: reading the answer: %w", op, err)
-	}
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		ae := &apiError{Op: op, Status: resp.StatusCode}
-		var eb struct {
-			Error struct {
-				Code    string `json:"code"`
-				Message string `json:"message"`
-			} `json:"error"`
-		}
-		if json.Unmarshal(raw, &eb) == nil && eb.Error.Code != "" {
-			ae.Code, ae.Message = eb.Error.Code, eb.Error.Message
-		} else {
-			ae.Message = strings.TrimSpace(string(raw))
-			if len(ae.Message) > 200 {
-				ae.Message = ae.Message[:200] + "..."
-			}
-		}
-		return ae
-	}
-	if out != nil {
-		if err := json.Unmarshal(raw, out); err != nil {
-			return fmt.Errorf("%s: answer is not the expected JSON: %v: %.200s", op, err, raw)
-		}
 	}
 	return nil
+}
+
+// adminClient is the operator API client of the first node.
+func (b *bench) adminClient() (*aspclient.Admin, error) {
+	if b.admin == nil {
+		ad, err := aspclient.NewAdmin(strings.TrimSuffix(b.o.server, "/"), b.o.adminToken, aspclient.WithHTTPClient(b.http), aspclient.WithTimeout(0))
+		if err != nil {
+			return nil, usagef("--server, --admin-token: %v", err)
+		}
+		b.admin = ad
+	}
+	return b.admin, nil
+}
+
+// statusOf is the HTTP status of an error answer, 0 for other errors.
+func statusOf(err error) int {
+	var ae *aspclient.Error
+	if errors.As(err, &ae) {
+		return ae.Status
+	}
+	return 0
 }
 
 // parallel runs fn(ctx, i) for i in [0, n) on up to conc goroutines. The
@@ -276,17 +249,18 @@ func (b *bench) provision(ctx context.Context, n int) error {
 		return nil
 	}
 	b.rep.Provisioning = "admin"
+	admin, err := b.adminClient()
+	if err != nil {
+		return err
+	}
 	b.agents = make([]*agent, n)
 	var mu sync.Mutex
-	err := parallel(ctx, n, b.o.setupConc, func(ctx context.Context, i int) error {
+	err = parallel(ctx, n, b.o.setupConc, func(ctx context.Context, i int) error {
 		h := fmt.Sprintf("@bench%s.a%05d", b.runID, i+1)
-		body, _ := json.Marshal(map[string]any{"handle": h, "inbound_policy": "open", "allowlist": []string{}})
-		var r struct {
-			Token string `json:"token"`
-		}
-		if err := b.call(ctx, "POST /admin/v1/agents", "POST", "/admin/v1/agents", b.o.adminToken, body, &r); err != nil {
-			var ae *apiError
-			if errors.As(err, &ae) && ae.Status == http.StatusUnauthorized {
+		r, err := admin.CreateAgent(ctx, protocol.CreateAgentRequest{Handle: h, InboundPolicy: "open", Allowlist: []string{}})
+		if err != nil {
+			err = fmt.Errorf("POST /admin/v1/agents: %w", err)
+			if statusOf(err) == http.StatusUnauthorized {
 				return usagef("%v (is --admin-token the operator token of this server?)", err)
 			}
 			return err
@@ -415,13 +389,12 @@ func (b *bench) setupSession(ctx context.Context, s *session, joinConc int) erro
 		}
 	}
 	first := invitees[:min(len(invitees), b.o.inviteBatch)]
-	body, _ := json.Marshal(map[string]any{"invite": first, "topic": fmt.Sprintf("aspbench %s %s %d", b.runID, b.scenario, s.idx)})
+	body := map[string]any{"invite": first, "topic": fmt.Sprintf("aspbench %s %s %d", b.runID, b.scenario, s.idx)}
 	var r struct {
 		SessionID string `json:"session_id"`
 	}
-	if err := b.call(ctx, "POST /sessions", "POST", "/sessions", s.creator.token, body, &r); err != nil {
-		var ae *apiError
-		if errors.As(err, &ae) && ae.Status == http.StatusNotFound {
+	if err := b.call(ctx, "POST /sessions", s.creator, "/sessions", body, &r); err != nil {
+		if statusOf(err) == http.StatusNotFound {
 			return fmt.Errorf("%v: the operator refused an invitation (trust is all-or-nothing: every agent must accept contact from the others, e.g. inbound_policy open)", err)
 		}
 		return err
@@ -436,8 +409,8 @@ func (b *bench) setupSession(ctx context.Context, s *session, joinConc int) erro
 	for rest := invitees[len(first):]; len(rest) > 0; {
 		batch := rest[:min(len(rest), b.o.inviteBatch)]
 		rest = rest[len(batch):]
-		body, _ := json.Marshal(map[string]any{"invite": batch})
-		if err := b.call(ctx, "POST /sessions/{id}/invite", "POST", "/sessions/"+s.id+"/invite", s.creator.token, body, nil); err != nil {
+		body := map[string]any{"invite": batch}
+		if err := b.call(ctx, "POST /sessions/{id}/invite", s.creator, "/sessions/"+s.id+"/invite", body, nil); err != nil {
 			return err
 		}
 	}
@@ -448,7 +421,7 @@ func (b *bench) setupSession(ctx context.Context, s *session, joinConc int) erro
 		}
 	}
 	return parallel(ctx, len(joiners), joinConc, func(ctx context.Context, i int) error {
-		return b.call(ctx, "POST /sessions/{id}/join", "POST", "/sessions/"+s.id+"/join", joiners[i].token, []byte("{}"), nil)
+		return b.call(ctx, "POST /sessions/{id}/join", joiners[i], "/sessions/"+s.id+"/join", json.RawMessage("{}"), nil)
 	})
 }
 
@@ -475,7 +448,7 @@ func (b *bench) post(ctx context.Context, s *session, sender *agent, id int64, t
 		MessageID string `json:"message_id"`
 		Sequence  int64  `json:"sequence"`
 	}
-	if err := b.call(ctx, "POST /sessions/{id}/messages", "POST", "/sessions/"+s.id+"/messages", sender.token, body, &r); err != nil {
+	if err := b.call(ctx, "POST /sessions/{id}/messages", sender, "/sessions/"+s.id+"/messages", json.RawMessage(body), &r); err != nil {
 		return err
 	}
 	if r.Sequence <= 0 {
@@ -608,19 +581,19 @@ func (b *bench) cleanup() {
 	}
 	_ = parallel(ctx, len(sessions), b.o.setupConc, func(ctx context.Context, i int) error {
 		s := sessions[i]
-		err := b.call(ctx, "POST /sessions/{id}/end", "POST", "/sessions/"+s.id+"/end", s.creator.token, []byte("{}"), nil)
-		var ae *apiError
-		if err != nil && !(errors.As(err, &ae) && ae.Status == http.StatusConflict) {
+		err := b.call(ctx, "POST /sessions/{id}/end", s.creator, "/sessions/"+s.id+"/end", json.RawMessage("{}"), nil)
+		if err != nil && statusOf(err) != http.StatusConflict {
 			note(err)
 		}
 		return nil
 	})
 	deleted := 0
-	if !b.o.keepAgents {
+	if !b.o.keepAgents && len(b.provisioned) > 0 {
+		admin, _ := b.adminClient() // made by provision
 		_ = parallel(ctx, len(b.provisioned), b.o.setupConc, func(ctx context.Context, i int) error {
 			h := b.provisioned[i].handle
-			if err := b.call(ctx, "DELETE /admin/v1/agents/{handle}", "DELETE", "/admin/v1/agents/"+url.PathEscape(h), b.o.adminToken, nil, nil); err != nil {
-				note(err)
+			if err := admin.DeleteAgent(ctx, h); err != nil {
+				note(fmt.Errorf("DELETE /admin/v1/agents/{handle}: %w", err))
 			}
 			return nil
 		})

@@ -565,7 +565,7 @@ type Report struct {
 
 func newReport(scenario string, b *bench) *Report {
 	return &Report{
-		Tool: "aspbench", Scenario: scenario, RunID: b.runID, Server: b.o.server,
+		Tool: "aspbench", Scenario: scenario, RunID: b.runID, Server: serverList(b.o),
 		StartedAt: b.base.UTC().Format(time.RFC3339), Machine: machine(),
 		Parameters: newOrdered(), Phases: newOrdered(), Figures: newOrdered(), Latency: newOrdered(),
 		Failures: []string{},

@@ -7,12 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/coder/websocket"
+	"github.com/aspd/aspd/aspclient"
 )
 
 // wireEvent is the part of an ASP event (events.json) the benchmark reads.
@@ -162,7 +161,7 @@ type wsConn struct {
 	b      *bench
 	ag     *agent
 	hook   eventHook
-	ws     *websocket.Conn
+	conn   *aspclient.Conn // no de-duplication: every frame is checked
 	cancel context.CancelFunc
 	done   chan struct{}
 
@@ -195,23 +194,18 @@ func (c *wsConn) expect(sessionID string, from int64) {
 
 // start dials WS /connect and starts the reader.
 func (c *wsConn) start(ctx context.Context) error {
-	dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
 	t0 := time.Now()
-	ws, resp, err := websocket.Dial(dctx, c.b.wsURL, &websocket.DialOptions{
-		HTTPClient: c.b.wsHTTP,
-		HTTPHeader: http.Header{"Authorization": {"Bearer " + c.ag.token}},
-	})
+	conn, err := c.ag.ws.Dial(ctx) // bounded by the client's 30s timeout
 	if err != nil {
 		took := time.Since(t0).Round(time.Millisecond)
-		if resp != nil {
-			return fmt.Errorf("WS /connect as %s: HTTP %d after %s: %w", c.ag.handle, resp.StatusCode, took, err)
+		var ae *aspclient.Error
+		if errors.As(err, &ae) {
+			return fmt.Errorf("WS /connect as %s: HTTP %d after %s: %w", c.ag.handle, ae.Status, took, err)
 		}
 		return fmt.Errorf("WS /connect as %s: failed after %s: %w", c.ag.handle, took, err)
 	}
 	c.handshake = time.Since(t0)
-	ws.SetReadLimit(8 << 20)
-	c.ws = ws
+	c.conn = conn
 	rctx, rcancel := context.WithCancel(context.Background())
 	c.cancel = rcancel
 	c.b.mu.Lock()
@@ -224,14 +218,13 @@ func (c *wsConn) start(ctx context.Context) error {
 func (c *wsConn) read(ctx context.Context) {
 	defer close(c.done)
 	for {
-		_, raw, err := c.ws.Read(ctx)
+		raw, err := c.conn.Next(ctx)
 		if err != nil {
 			if !c.closing.Load() {
-				status := websocket.CloseStatus(err)
-				reason := ""
-				var ce websocket.CloseError
+				status, reason := -1, ""
+				var ce *aspclient.CloseError
 				if errors.As(err, &ce) {
-					reason = ce.Reason
+					status, reason = ce.Code, ce.Reason
 				}
 				c.b.check.violate(kindClosed, 1, "%s: connection closed by the server or the network: status %d %q: %v", c.ag.handle, status, reason, err)
 			}
@@ -355,15 +348,15 @@ func (c *wsConn) sawOwnReconnected(sessionID string) bool {
 func (c *wsConn) close() {
 	c.closeOnce.Do(func() {
 		c.closing.Store(true)
-		if c.ws == nil {
+		if c.conn == nil {
 			return
 		}
 		c.ackAll()
-		_ = c.ws.Close(websocket.StatusNormalClosure, "aspbench done")
+		_ = c.conn.Close("aspbench done")
 		select {
 		case <-c.done:
 		case <-time.After(5 * time.Second):
-			_ = c.ws.CloseNow()
+			_ = c.conn.CloseNow()
 			<-c.done
 		}
 		c.cancel()
@@ -377,17 +370,17 @@ func (c *wsConn) close() {
 // arrived while the last confirmation ping was unanswered.
 func (c *wsConn) ackAll() {
 	c.mu.Lock()
-	acks := make([][]byte, 0, len(c.sess))
+	last := make(map[string]int64, len(c.sess))
 	for sid, st := range c.sess {
 		if st.last > 0 {
-			acks = append(acks, fmt.Appendf(nil, `{"type":"ack","session_id":%q,"sequence":%d}`, sid, st.last))
+			last[sid] = st.last
 		}
 	}
 	c.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	for _, a := range acks {
-		if c.ws.Write(ctx, websocket.MessageText, a) != nil {
+	for sid, seq := range last {
+		if c.conn.Ack(ctx, sid, seq) != nil {
 			return
 		}
 	}
@@ -397,7 +390,7 @@ func (c *wsConn) ackAll() {
 func (c *wsConn) ping(ctx context.Context) error {
 	pctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
-	return c.ws.Ping(pctx)
+	return c.conn.Ping(pctx)
 }
 
 // connectAll opens one connection per agent, --setup-concurrency at a

@@ -65,6 +65,7 @@ var adminCommands = []*command{
 	{name: "sessions events", args: "ID [--after N] [--limit N] [--all]", desc: "a session's complete, unfiltered event log", run: sessionsEvents},
 	{name: "export", args: "[--session ID | --participant H --state S --since T --until T] [-o FILE]",
 		desc: "export events as JSON Lines (streamed; stdout by default)", run: export},
+	searchCommand,
 }
 
 func agentPath(handle, suffix string) string {

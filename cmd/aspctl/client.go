@@ -22,22 +22,22 @@ import (
 const requestTimeout = 60 * time.Second
 
 // apiError is an error answered by the server:
-// {"error": {"code": "...", "message": "..."}}.
-type apiError struct {
-	Status  int
-	Code    string
-	Message string
-}
+// {"error": {"code": "...", "message": "..."}}, decoded by aspclient.
+type apiError = aspclient.Error
 
-func (e *apiError) Error() string {
-	return fmt.Sprintf("%s: %s (HTTP %d)", e.Code, e.Message, e.Status)
+// api is what aspctl uses of aspclient's Client (agent API) and Admin
+// (operator API): every call goes through one of them, so aspctl sends and
+// decodes requests exactly as the Go client does.
+type api interface {
+	Do(ctx context.Context, method, path string, query url.Values, body, out any) error
+	Open(ctx context.Context, method, path string, query url.Values, body any) (*http.Response, error)
 }
 
 // client calls one aspd API with one bearer token.
 type client struct {
-	base  string // e.g. http://127.0.0.1:8080 or http://127.0.0.1:8080/admin/v1
-	token string
-	http  *http.Client
+	server string // --server, for listen and error sentences
+	token  string
+	api    api
 }
 
 // agentClient is the client of the agent API, authenticated by --token.
@@ -45,7 +45,11 @@ func (a *app) agentClient() (*client, error) {
 	if a.token == "" {
 		return nil, usageErrorf("this command needs an agent token: --token or ASPCTL_TOKEN")
 	}
-	return &client{base: a.server, token: a.token, http: http.DefaultClient}, nil
+	ac, err := aspclient.New(a.server, a.token, aspclient.WithTimeout(requestTimeout))
+	if err != nil {
+		return nil, usageErrorf("--server %q: %v", a.server, err)
+	}
+	return &client{server: a.server, token: a.token, api: ac}, nil
 }
 
 // adminClient is the client of the operator API, authenticated by the
@@ -55,7 +59,11 @@ func (a *app) adminClient() (*client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &client{base: a.server + "/admin/v1", token: tok, http: http.DefaultClient}, nil
+	ad, err := aspclient.NewAdmin(a.server, tok, aspclient.WithTimeout(requestTimeout))
+	if err != nil {
+		return nil, usageErrorf("--server %q: %v", a.server, err)
+	}
+	return &client{server: a.server, token: tok, api: ad}, nil
 }
 
 // resolveAdminToken picks the operator token, first found wins:
@@ -93,64 +101,35 @@ func readTokenFile(path string) (string, error) {
 // call sends one request with an optional JSON body and returns the JSON
 // answer; an error status becomes an *apiError.
 func (c *client) call(ctx context.Context, method, path string, query url.Values, body any) ([]byte, error) {
-	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
-	defer cancel()
-	resp, err := c.open(ctx, method, path, query, body)
-	if err != nil {
-		return nil, err
+	var raw json.RawMessage
+	if err := c.api.Do(ctx, method, path, query, body, &raw); err != nil {
+		return nil, explain(ctx, err)
 	}
-	defer resp.Body.Close()
-	out, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return nil, fmt.Errorf("%s %s: reading the answer: %w", method, path, err)
-	}
-	return out, nil
+	return raw, nil
 }
 
 // open sends one request and returns the response of a successful status
 // for the caller to read and close.
 func (c *client) open(ctx context.Context, method, path string, query url.Values, body any) (*http.Response, error) {
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return nil, err
-		}
-		rd = bytes.NewReader(b)
-	}
-	u := c.base + path
-	if len(query) > 0 {
-		u += "?" + query.Encode()
-	}
-	req, err := http.NewRequestWithContext(ctx, method, u, rd)
+	resp, err := c.api.Open(ctx, method, path, query, body)
 	if err != nil {
-		return nil, err
-	}
-	req.Header.Set("Authorization", "Bearer "+c.token)
-	req.Header.Set("Accept", "application/json")
-	if rd != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		if ctx.Err() == context.Canceled {
-			return nil, err
-		}
-		return nil, reachError(req.URL.Scheme+"://"+req.URL.Host, err)
-	}
-	if resp.StatusCode >= 300 {
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-		return nil, decodeError(resp.StatusCode, b)
+		return nil, explain(ctx, err)
 	}
 	return resp, nil
 }
 
-// decodeError turns an error answer into an *apiError (aspclient decodes
-// it, so aspctl reads errors exactly as the Go client does).
-func decodeError(status int, body []byte) error {
-	e := aspclient.DecodeError(status, body)
-	return &apiError{Status: e.Status, Code: e.Code, Message: e.Message}
+// explain turns a request that got no answer into a sentence (reachError);
+// answers of the server (*apiError) and interruptions stay as they are.
+func explain(ctx context.Context, err error) error {
+	var ue *url.Error
+	if ctx.Err() == context.Canceled || !errors.As(err, &ue) {
+		return err
+	}
+	server := ue.URL
+	if u, perr := url.Parse(ue.URL); perr == nil {
+		server = u.Scheme + "://" + u.Host
+	}
+	return reachError(server, ue.Err)
 }
 
 // printJSON writes a JSON document pretty-printed (two-space indent).

@@ -35,22 +35,22 @@ func listen(a *app, c *command, args []string) error {
 	context.AfterFunc(ctx, stop) // a second interrupt during the close kills
 	// Stream reconnects by itself; without --reconnect the first drop ends
 	// listen with its error.
-	ac, err := aspclient.New(cl.base, cl.token, aspclient.WithOnDisconnect(func(err error, wait time.Duration) error {
+	ac, err := aspclient.New(cl.server, cl.token, aspclient.WithOnDisconnect(func(err error, wait time.Duration) error {
 		if !*reconnect {
 			return err
 		}
-		fmt.Fprintf(a.stderr, "aspctl: %v; reconnecting in %s\n", listenError(cl.base, err), wait)
+		fmt.Fprintf(a.stderr, "aspctl: %v; reconnecting in %s\n", listenError(cl.server, err), wait)
 		return nil
 	}))
 	if err != nil {
-		return usageErrorf("--server %q: %v", cl.base, err)
+		return usageErrorf("--server %q: %v", cl.server, err)
 	}
 	l := &listener{pretty: *pretty, out: a.stdout}
 	err = ac.Stream(ctx, l.print)
 	if ctx.Err() != nil {
 		return nil // interrupted: Stream closed the connection normally
 	}
-	return listenError(cl.base, err)
+	return listenError(cl.server, err)
 }
 
 // listenError makes Stream's errors read like aspctl's other errors: an
@@ -61,7 +61,7 @@ func listenError(server string, err error) error {
 	var dns *net.DNSError
 	switch {
 	case errors.As(err, &ae):
-		return &apiError{Status: ae.Status, Code: ae.Code, Message: ae.Message}
+		return ae
 	case errors.As(err, &ce):
 		return err
 	case errors.Is(err, syscall.ECONNREFUSED), errors.As(err, &dns), errors.Is(err, context.DeadlineExceeded):

@@ -86,8 +86,10 @@ var commands []*command
 func init() {
 	commands = append(commands, &command{name: "Operator commands (admin token):"})
 	commands = append(commands, adminCommands...)
+	commands = append(commands, chorusCommands...)
 	commands = append(commands, &command{name: "Agent commands (agent token):"})
 	commands = append(commands, agentCommands...)
+	commands = append(commands, decideCommand) // decide.go
 }
 
 func (a *app) parseGlobal(args []string) ([]string, error) {

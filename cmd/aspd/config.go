@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/aspd/aspd/internal/cluster"
 	"github.com/aspd/aspd/protocol"
 	"github.com/aspd/aspd/replay"
 	"github.com/aspd/aspd/server"
@@ -53,6 +54,8 @@ type config struct {
 	logFormat      string
 	logLevel       string
 	http           httpConfig
+	chorus         chorusFlags    // chorus.go
+	cluster        cluster.Config // used on PostgreSQL (cluster.go)
 }
 
 // httpConfig bounds what one HTTP connection may cost the server.
@@ -147,6 +150,8 @@ func parseConfig(args []string) (*config, error) {
 	e.int(&c.messageBurst, "message-burst", 200, "messages an agent may send in a burst")
 	e.str(&c.frameRate, "frame-rate", "20", "frame submissions per sender per second (POST /frames; 429 rate_limited with Retry-After beyond)")
 
+	c.chorus.register(e)
+	clusterFlags(e, c)
 	e.str(&c.listen, "listen", "127.0.0.1:8080", "address to serve HTTP and WebSocket on")
 	e.str(&c.databaseURL, "database-url", "", "postgres://... for PostgreSQL; a file path or sqlite:PATH for SQLite; empty = embedded store in --data-dir")
 	e.str(&c.dataDir, "data-dir", "aspd-data", "directory for the embedded store and the generated admin token")
@@ -231,6 +236,12 @@ func parseConfig(args []string) (*config, error) {
 	}
 	if c.contactBurst < 1 || c.messageBurst < 1 {
 		return nil, fmt.Errorf("--contact-burst and --message-burst must be at least 1")
+	}
+	if err := c.chorus.check(); err != nil {
+		return nil, err
+	}
+	if err := checkCluster(c); err != nil {
+		return nil, err
 	}
 	c.limits = lim
 	c.hub = hc

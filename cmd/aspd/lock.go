@@ -44,7 +44,7 @@ func (e *errStoreLocked) Error() string {
 	return fmt.Sprintf("the embedded store %s is in use by %s, which holds the lock %s. "+
 		"One store serves one aspd: a second would mark the first one's agents disconnected. "+
 		"Stop the other aspd first, give this one its own store (another --data-dir, or --database-url with another SQLite file), "+
-		"or, for production, run on PostgreSQL (--database-url postgres://...)",
+		"or, for production and to run several aspd nodes on one network, use PostgreSQL (--database-url postgres://...; docs/cluster.md)",
 		e.db, holder, e.lock)
 }
 

@@ -106,6 +106,10 @@ func run(cfg *config) error {
 		log.Info("seeded agents", "file", cfg.seed, "agents", n)
 	}
 
+	chorusCfg, err := chorusConfig(cfg, dbURL, ln.Addr().String(), log)
+	if err != nil {
+		return err
+	}
 	srv := server.New(server.Config{
 		Limits:         cfg.limits,
 		MaxBodyBytes:   cfg.maxBodyBytes,
@@ -119,6 +123,8 @@ func run(cfg *config) error {
 		ContactBurst:   cfg.contactBurst,
 		MessageRate:    cfg.messageRateV,
 		MessageBurst:   cfg.messageBurst,
+		Chorus:         chorusCfg,
+		Cluster:        clusterConfig(cfg, dbURL, cfg.hub.RingSize),
 	}, st, log)
 	if err := srv.Start(ctx); err != nil {
 		return err

@@ -127,6 +127,9 @@ func (a *App) DeleteAgent(ctx context.Context, handle string) error {
 		return err
 	}
 	a.cutOff(handle, "agent deleted")
+	if err := a.st.DeleteChorusEndpoint(ctx, handle); err == nil {
+		a.chorusCancel(handle)
+	}
 	a.publish(commits...)
 	a.log.Info("agent deleted", "agent", handle, "sessions_left", len(commits))
 	return nil

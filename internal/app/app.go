@@ -17,6 +17,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/aspd/aspd/internal/cluster"
 	"github.com/aspd/aspd/internal/framefeed"
 	"github.com/aspd/aspd/protocol"
 	"github.com/aspd/aspd/replay"
@@ -34,6 +35,10 @@ type Config struct {
 	ContactBurst int
 	MessageRate  float64 // messages sent in sessions
 	MessageBurst int
+	Chorus       ChorusConfig // webhooks (chorus.go)
+	// Cluster, when set, makes this process one node of several on one
+	// PostgreSQL database (cluster.go, docs/cluster.md); nil: single node.
+	Cluster *cluster.Config
 }
 
 // App is the application layer over one store, one hub and one frame
@@ -50,10 +55,19 @@ type App struct {
 	contacts *rateLimiter // nil = unlimited
 	messages *rateLimiter // nil = unlimited
 
-	waits waits // polled delivery (wait.go)
+	waits    waits         // polled delivery (wait.go)
+	waitPoll time.Duration // fallback re-read of a waiting call; tests lengthen it
+
+	decided decisionSignal // wakes AwaitDecision (decisions.go)
+
+	chorus *chorusState // webhooks (chorus.go)
+
+	node *cluster.Node // nil on a single node (cluster.go)
 
 	stop chan struct{}
 	wg   sync.WaitGroup
+
+	liveWatches watchCount // the operator's open live transcripts (live.go)
 }
 
 // New builds the application layer on st, with its own hub (whose presence
@@ -69,6 +83,16 @@ func New(cfg Config, st *store.Store, log *slog.Logger) *App {
 		a.messages = newRateLimiter(cfg.MessageRate, max(cfg.MessageBurst, 1))
 	}
 	a.hub = replay.New(cfg.Hub, st, presence{a}, log)
+	var err error
+	if a.chorus, err = newChorusState(cfg.Chorus); err != nil {
+		log.Error("chorus disabled", "err", err)
+		a.chorus, _ = newChorusState(ChorusConfig{})
+	}
+	a.waitPoll = waitPollInterval
+	if cfg.Cluster != nil {
+		a.node = cluster.New(*cfg.Cluster, st, clusterLocal{a}, log)
+		a.auth.ttl = clusterAuthTTL
+	}
 	return a
 }
 
@@ -84,16 +108,28 @@ func (a *App) Stopping() <-chan struct{} { return a.stop }
 // publish hands committed events to live delivery. Every action that
 // commits goes through it, after the commit and never before.
 func (a *App) publish(commits ...*store.Commit) {
+	chorus := false
 	for _, c := range commits {
 		if c != nil {
 			a.hub.Publish(c)
+			a.waits.wake(c.Recipients)
+			chorus = chorus || a.chorusRecipient(c.Recipients)
+			if a.node != nil {
+				a.node.Committed(c)
+			}
 		}
+	}
+	if chorus {
+		a.notifyChorus()
 	}
 }
 
 // Start recovers presence left by a previous process and starts the grace
 // window sweeper and the frame expiry loop.
 func (a *App) Start(ctx context.Context) error {
+	if a.node != nil {
+		return a.startCluster(ctx)
+	}
 	commits, err := a.st.RecoverPresence(ctx)
 	if err != nil {
 		return err
@@ -102,6 +138,9 @@ func (a *App) Start(ctx context.Context) error {
 		a.log.Info("presence recovered after restart: agents online before the restart have a fresh grace window", "sessions", len(commits))
 	}
 	a.publish(commits...)
+	if err := a.recoverChorusPresence(ctx); err != nil {
+		return err
+	}
 	a.wg.Add(2)
 	go a.sweepGrace()
 	go a.expireFrames()
@@ -113,6 +152,9 @@ func (a *App) Close() {
 	close(a.stop)
 	a.wg.Wait()
 	a.hub.Close()
+	if a.node != nil {
+		a.node.Close()
+	}
 }
 
 // expireFrames drops retained frames past their age even on handles that
@@ -144,7 +186,7 @@ func (a *App) sweepGrace() {
 			return
 		case <-t.C:
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			commits, err := a.st.ExpireGrace(ctx, time.Now().Add(-a.cfg.GraceWindow).UnixMilli())
+			commits, err := a.expireGraceLocked(ctx, time.Now().Add(-a.cfg.GraceWindow).UnixMilli())
 			cancel()
 			if err != nil {
 				a.log.Error("grace window sweep failed", "err", err)
@@ -162,6 +204,10 @@ func (a *App) sweepGrace() {
 type presence struct{ a *App }
 
 func (p presence) Online(ctx context.Context, h string) {
+	if p.a.node != nil {
+		p.a.publishPresence(p.a.st.ConnectOn(ctx, p.a.node.ID(), h))
+		return
+	}
 	commits, err := p.a.st.MarkOnline(ctx, h)
 	if err != nil {
 		p.a.log.Error("presence: mark online failed", "agent", h, "err", err)
@@ -170,6 +216,15 @@ func (p presence) Online(ctx context.Context, h string) {
 }
 
 func (p presence) Offline(ctx context.Context, h string) {
+	if p.a.node != nil {
+		// A healthy Chorus endpoint holds its own presence row
+		// (cluster.go), so dropping this node's row keeps it online.
+		p.a.publishPresence(p.a.st.DisconnectOn(ctx, p.a.node.ID(), h))
+		return
+	}
+	if p.a.chorusKeepsOnline(ctx, h) {
+		return // its healthy Chorus endpoint keeps it online
+	}
 	commits, err := p.a.st.MarkOffline(ctx, h)
 	if err != nil {
 		p.a.log.Error("presence: mark offline failed", "agent", h, "err", err)

@@ -7,7 +7,9 @@ import (
 	"encoding/base64"
 	"errors"
 	"net/http"
+	"strings"
 	"sync"
+	"time"
 
 	"github.com/aspd/aspd/protocol"
 	"github.com/aspd/aspd/replay"
@@ -44,6 +46,11 @@ func (a *App) Authenticate(ctx context.Context, token string) (string, error) {
 	if h, ok := a.auth.get(hash); ok {
 		return h, nil
 	}
+	if strings.HasPrefix(token, chorusMCPTokenPrefix) {
+		// A short-lived MCP token handed to a webhook agent (chorus.go);
+		// not cached, since it expires.
+		return a.authenticateChorusMCP(ctx, hash)
+	}
 	gen := a.auth.generation() // before the read: see putIf
 	h, err := a.st.Authenticate(ctx, hash)
 	if errors.Is(err, store.ErrNotFound) {
@@ -70,28 +77,42 @@ func (a *App) stillValid(handle, token string) bool {
 // authentications, WebSocket connections and frame streams.
 func (a *App) cutOff(handle, reason string) {
 	a.auth.evict(handle)
+	a.dropChorusMCP(handle)
 	a.hub.Disconnect(handle, replay.CloseUnauthorized, reason)
 	a.streams.Disconnect(handle)
+	if a.node != nil {
+		a.node.CutOff(handle, reason) // every other node does the same
+	}
 }
 
 // authCache maps token hashes to handles so authenticated requests cost no
 // database round trip. Rotation, revocation and deletion evict the handle's
-// entries at once (this node; a cluster would add a short TTL).
+// entries at once; on several nodes, the others evict on the cut-off's
+// notification, and entries expire after clusterAuthTTL in case one was
+// missed.
 type authCache struct {
 	mu       sync.RWMutex
 	byHash   map[[32]byte]string
 	byHandle map[string][][32]byte
 	gen      uint64 // bumped by every eviction
+	// ttl, when set (several nodes: cluster.go), bounds how long an entry
+	// is trusted, in case another node's cut-off notification was missed.
+	ttl time.Duration
+	at  map[[32]byte]time.Time
 }
 
 func newAuthCache() *authCache {
-	return &authCache{byHash: map[[32]byte]string{}, byHandle: map[string][][32]byte{}}
+	return &authCache{byHash: map[[32]byte]string{}, byHandle: map[string][][32]byte{}, at: map[[32]byte]time.Time{}}
 }
 
 func (c *authCache) get(hash []byte) (string, bool) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	h, ok := c.byHash[[32]byte(hash)]
+	k := [32]byte(hash)
+	h, ok := c.byHash[k]
+	if ok && c.ttl > 0 && time.Since(c.at[k]) > c.ttl {
+		return "", false
+	}
 	return h, ok
 }
 
@@ -113,9 +134,13 @@ func (c *authCache) putIf(hash []byte, handle string, gen uint64) {
 	if len(c.byHash) > 100_000 {
 		clear(c.byHash)
 		clear(c.byHandle)
+		clear(c.at)
 	}
 	k := [32]byte(hash)
 	c.byHash[k] = handle
+	if c.ttl > 0 {
+		c.at[k] = time.Now()
+	}
 	c.byHandle[handle] = append(c.byHandle[handle], k)
 }
 
@@ -125,6 +150,7 @@ func (c *authCache) evict(handle string) {
 	c.gen++
 	for _, k := range c.byHandle[handle] {
 		delete(c.byHash, k)
+		delete(c.at, k)
 	}
 	delete(c.byHandle, handle)
 }

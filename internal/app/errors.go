@@ -25,6 +25,10 @@ var wireKinds = map[store.Kind]struct {
 	store.KindTooLarge:             {http.StatusRequestEntityTooLarge, protocol.CodeContentTooLarge},
 	store.KindNotParticipant:       {http.StatusBadRequest, frame.CodeFieldInvalid},
 	store.KindClosed:               {http.StatusServiceUnavailable, protocol.CodeUnavailable},
+	store.KindAlreadyResolved:      {http.StatusConflict, protocol.CodeAlreadyResolved},
+	store.KindNotResolver:          {http.StatusForbidden, protocol.CodeNotResolver},
+	store.KindInvalidResolution:    {http.StatusBadRequest, frame.CodeFieldInvalid},
+	store.KindSearchTooSlow:        {http.StatusServiceUnavailable, protocol.CodeUnavailable},
 }
 
 // WireError maps a domain error of the store to the answer a client gets:

@@ -30,6 +30,14 @@ func (a *App) validateInitial(m *protocol.InitialMessage, sender string) ([]stri
 	if err != nil {
 		return nil, err
 	}
+	// A binding moment needs its resolver joined and its message id known:
+	// it is sent with SendMessage, not in an initial message.
+	if b, err := a.messageBinding(m.Content, sender); err != nil || b != nil {
+		if err == nil {
+			err = protocol.Invalid("a binding_moment or binding_resolution cannot be sent in an initial message; send it with POST /sessions/{id}/messages")
+		}
+		return nil, err
+	}
 	if err := a.cfg.Limits.ValidateMetadata(m.Metadata); err != nil {
 		return nil, err
 	}
@@ -168,12 +176,19 @@ func (a *App) SendMessage(ctx context.Context, caller, id string, req protocol.S
 	if err != nil {
 		return none, err
 	}
+	binding, err := a.messageBinding(req.Content, caller) // decisions.go
+	if err != nil {
+		return none, err
+	}
 	resp, commit, err := a.st.SendMessage(ctx, store.SendMessage{SessionID: id, Sender: caller,
-		Content: req.Content, Metadata: req.Metadata, IdempotencyKey: key, RequestHash: hash, FrameRecipients: recipients})
+		Content: req.Content, Metadata: req.Metadata, IdempotencyKey: key, RequestHash: hash, FrameRecipients: recipients, Binding: binding})
 	if err != nil {
 		return none, err
 	}
 	a.publish(commit)
+	if binding != nil && binding.Resolution != nil {
+		a.decided.resolved(binding.Resolution.MomentID)
+	}
 	return resp, nil
 }
 

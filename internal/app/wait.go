@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/aspd/aspd/internal/visibility"
@@ -20,6 +21,12 @@ import (
 // confirmed by the agent's next call, which first saves the positions the
 // previous one reached (SaveCursors): at-least-once, like the WebSocket,
 // where the next ping confirms what was written before it.
+//
+// A waiting call sleeps until the publish path wakes it (wakeWaiters, for a
+// commit that has the agent among its recipients) or the fallback poll
+// interval passes. The wake-up is only a hint: every pass reads the store,
+// so an event that arrives without one (another node's commit, a wake lost
+// between two passes) is found by the next poll at the latest.
 
 // Bounds of one WaitForEvents call.
 const (
@@ -27,7 +34,9 @@ const (
 	DefaultWaitTimeout = 30 * time.Second
 	MaxWaitEvents      = 500
 	DefaultWaitEvents  = 100
-	waitPollInterval   = 200 * time.Millisecond
+	// waitPollInterval is the fallback re-read of a waiting call when no
+	// wake-up comes.
+	waitPollInterval = time.Second
 )
 
 // WaitRequest asks for an agent's next events; nil fields take defaults.
@@ -51,6 +60,59 @@ type WaitResult struct {
 type waits struct {
 	mu     sync.Mutex
 	agents map[string]*agentWait
+
+	// Wake-ups of waiting calls, by handle. waiting counts the calls that
+	// sleep, so the publish path skips the lock when none does.
+	waiting atomic.Int64
+	wmu     sync.Mutex
+	wakers  map[string]*waker
+}
+
+// waker is the wake-up channel of one handle's waiting calls: closed by a
+// commit for the handle and replaced by the next sleep.
+type waker struct {
+	ch   chan struct{}
+	refs int
+}
+
+// sleep registers a waiting call of h and returns the channel a commit for
+// h closes, and the function that unregisters the call.
+func (w *waits) sleep(h string) (<-chan struct{}, func()) {
+	w.wmu.Lock()
+	defer w.wmu.Unlock()
+	if w.wakers == nil {
+		w.wakers = map[string]*waker{}
+	}
+	k := w.wakers[h]
+	if k == nil {
+		k = &waker{ch: make(chan struct{})}
+		w.wakers[h] = k
+	}
+	k.refs++
+	w.waiting.Add(1)
+	return k.ch, func() {
+		w.wmu.Lock()
+		defer w.wmu.Unlock()
+		w.waiting.Add(-1)
+		if k.refs--; k.refs == 0 && w.wakers[h] == k {
+			delete(w.wakers, h)
+		}
+	}
+}
+
+// wake wakes the waiting calls of every handle in handles.
+func (w *waits) wake(handles []string) {
+	if w.waiting.Load() == 0 {
+		return
+	}
+	w.wmu.Lock()
+	defer w.wmu.Unlock()
+	for _, h := range handles {
+		if k := w.wakers[h]; k != nil {
+			close(k.ch)
+			delete(w.wakers, h) // the next sleep makes a fresh channel
+		}
+	}
 }
 
 type agentWait struct {
@@ -93,24 +155,34 @@ func (a *App) WaitForEvents(ctx context.Context, caller string, req WaitRequest)
 	aw := a.waits.agent(caller)
 	deadline := time.Now().Add(timeout)
 	for {
+		// Register before reading, so a commit between the read and the
+		// sleep still wakes this call.
+		woken, done := a.waits.sleep(caller)
 		res, err := a.pollOnce(ctx, caller, aw, limit)
 		if err != nil || len(res.Events) > 0 {
+			done()
 			return res, err
 		}
-		wait := min(waitPollInterval, time.Until(deadline))
+		wait := min(a.waitPoll, time.Until(deadline))
 		if wait <= 0 {
+			done()
 			return WaitResult{Events: []json.RawMessage{}}, nil
 		}
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			t.Stop()
+			done()
 			return WaitResult{}, ctx.Err()
 		case <-a.stop:
 			t.Stop()
+			done()
 			return WaitResult{Events: []json.RawMessage{}}, nil
+		case <-woken:
 		case <-t.C:
 		}
+		t.Stop()
+		done()
 	}
 }
 

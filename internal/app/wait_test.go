@@ -1,6 +1,7 @@
 package app
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -90,16 +91,28 @@ func TestWaitForEvents(t *testing.T) {
 			t.Fatalf("after the join: %v, want %s", all, want)
 		}
 
-		// A wait returns as soon as an event arrives.
+		// A wait returns when an event arrives: the publish path wakes it.
+		// The fallback poll is an hour here, so only the wake-up can
+		// deliver.
+		a.waitPoll = time.Hour
 		go func() {
 			time.Sleep(300 * time.Millisecond)
 			_, _ = a.SendMessage(ctx, "@acme.alice", sid, protocol.SendMessageRequest{Content: content("late")})
 		}()
-		ten := 10
-		start := time.Now()
-		res, err := a.WaitForEvents(ctx, "@acme.bob", WaitRequest{TimeoutSeconds: &ten})
-		if err != nil || len(res.Events) != 1 || time.Since(start) > 5*time.Second {
-			t.Fatalf("long poll: %d events after %v, err %v", len(res.Events), time.Since(start), err)
+		// The call may wait 30 s, its context only 5: without a wake-up it
+		// ends with the context's error.
+		thirty := 30
+		wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		res, err := a.WaitForEvents(wctx, "@acme.bob", WaitRequest{TimeoutSeconds: &thirty})
+		if err != nil || len(res.Events) != 1 {
+			t.Fatalf("long poll: %d events, err %v", len(res.Events), err)
+		}
+		if n := a.waits.waiting.Load(); n != 0 {
+			t.Fatalf("%d waiting calls left registered", n)
+		}
+		if len(a.waits.wakers) != 0 {
+			t.Fatalf("wakers left: %v", a.waits.wakers)
 		}
 	})
 }

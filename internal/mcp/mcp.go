@@ -85,17 +85,25 @@ func (c *challenge) Flush() {
 // caller is the handle the bearer token authenticated.
 func caller(req *mcp.CallToolRequest) (string, error) {
 	if req.Extra == nil || req.Extra.TokenInfo == nil || req.Extra.TokenInfo.UserID == "" {
-		return "", toolError{app.Unauthorized()}
+		return "", toolError{e: app.Unauthorized()}
 	}
 	return req.Extra.TokenInfo.UserID, nil
 }
 
 // toolError is an application error as a tool result: isError, and as text
-// the REST error body with the same code and message.
-type toolError struct{ e *protocol.Error }
+// the REST error body with the same code and message. A rate limit's
+// refusal also says when to retry (retry_after_seconds), which REST says in
+// its Retry-After header.
+type toolError struct {
+	e          *protocol.Error
+	retryAfter int
+}
 
 func (t toolError) Error() string {
-	b, _ := json.Marshal(protocol.ErrorBody{Error: t.e})
+	b, _ := json.Marshal(struct {
+		Error      *protocol.Error `json:"error"`
+		RetryAfter int             `json:"retry_after_seconds,omitempty"`
+	}{t.e, t.retryAfter})
 	return string(b)
 }
 
@@ -104,7 +112,11 @@ func answer(err error) error {
 	if errors.As(err, &te) {
 		return te
 	}
-	return toolError{app.Answer(err)}
+	var re *app.RetryError
+	if errors.As(err, &re) {
+		return toolError{re.Err, re.RetryAfterSeconds()}
+	}
+	return toolError{e: app.Answer(err)}
 }
 
 // raw encodes a free-form argument (content, metadata, a frame) for the

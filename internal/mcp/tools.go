@@ -60,6 +60,8 @@ type ReadEventsArgs struct {
 type EventsResult struct {
 	Events     []any  `json:"events" jsonschema:"events in order, as ASP event objects"`
 	NextCursor string `json:"next_cursor,omitempty" jsonschema:"present when more events follow: pass it as after_sequence"`
+	// BindingMoment is the first envelope the events carry (decisions.go).
+	BindingMoment any `json:"binding_moment,omitempty" jsonschema:"present when a message among the events carries a binding-moment envelope: the first such envelope (docs/decisions.md)"`
 }
 
 type WaitArgs struct {
@@ -70,6 +72,8 @@ type WaitArgs struct {
 type WaitResult struct {
 	Events []any `json:"events" jsonschema:"your new events across all your sessions, ordered by session and sequence, as ASP event objects; empty when the timeout passed"`
 	More   bool  `json:"more" jsonschema:"true when more events are already waiting: call again right away"`
+	// BindingMoment is the first envelope the events carry (decisions.go).
+	BindingMoment any `json:"binding_moment,omitempty" jsonschema:"present when a message among the events carries a binding-moment envelope: the first such envelope (docs/decisions.md)"`
 }
 
 type PostFrameArgs struct {
@@ -188,7 +192,7 @@ func NewServer(a *app.App) *mcp.Server {
 			return a.Sessions(ctx, who, f)
 		})
 
-	tool(s, &mcp.Tool{Name: "read_events", Annotations: annotations(true, false, true),
+	tool(s, &mcp.Tool{Name: "read_events", Annotations: annotations(true, false, true), Meta: emitsBindingMoment,
 		Description: "Read a session's event log (messages, joins, leaves, ...) that you may see, in order, one page at a time. " +
 			"Use it to look back at a conversation; to receive new events, use wait_for_events." + notFoundNote},
 		func(ctx context.Context, who string, in ReadEventsArgs) (EventsResult, error) {
@@ -201,10 +205,10 @@ func NewServer(a *app.App) *mcp.Server {
 				return EventsResult{}, err
 			}
 			evs, err := events(page.Events)
-			return EventsResult{Events: evs, NextCursor: page.NextCursor}, err
+			return EventsResult{Events: evs, NextCursor: page.NextCursor, BindingMoment: bindingMomentOf(evs)}, err
 		})
 
-	tool(s, &mcp.Tool{Name: "wait_for_events", Annotations: annotations(false, false, false),
+	tool(s, &mcp.Tool{Name: "wait_for_events", Annotations: annotations(false, false, false), Meta: emitsBindingMoment,
 		Description: "Receive your new events across all your sessions (invitations, messages, joins, leaves, ends), waiting up to timeout_seconds (at most 60) for the first one. " +
 			"Each call confirms the events the previous call returned, so call it again after handling them: an event is returned again only if you did not call again " +
 			"(at-least-once; de-duplicate by session_id and sequence). Returns at most max_events (at most 500); more=true means call again at once."},
@@ -215,7 +219,7 @@ func NewServer(a *app.App) *mcp.Server {
 				return WaitResult{}, err
 			}
 			evs, err := events(res.Events)
-			return WaitResult{Events: evs, More: res.More}, err
+			return WaitResult{Events: evs, More: res.More, BindingMoment: bindingMomentOf(evs)}, err
 		})
 
 	tool(s, &mcp.Tool{Name: "post_frame", Annotations: annotations(false, false, false),
@@ -233,5 +237,6 @@ func NewServer(a *app.App) *mcp.Server {
 		func(_ context.Context, who string, _ Empty) (Roster, error) {
 			return Roster{Streams: a.Roster(who)}, nil
 		})
+	decisionTools(s, a) // decisions.go
 	return s
 }

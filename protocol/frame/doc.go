@@ -11,7 +11,9 @@
 // provenance_* fields; and the payload against the one shape of its kind,
 // with every octet bound, enumeration and required member enforced. For
 // agent_binding_moment the payload is the eight-slot envelope of the
-// companion draft "Binding-Moment Envelope". Failures are *Error values
+// companion draft "Binding-Moment Envelope"; ValidateBindingMoment checks
+// that envelope alone (a binding_moment carried in a session message) with
+// the same shape. Failures are *Error values
 // carrying a section 10 code and a JSON path to the offending field.
 //
 // ParseScope parses the recipient-scope grammar (draft section 7) and

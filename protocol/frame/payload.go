@@ -316,6 +316,17 @@ var (
 		opt("decision_class", prose),
 		opt("calibration_note", prose),
 	)
+	// bmEnvelope is the bare envelope (companion draft section 4): the
+	// agent_binding_moment payload is this shape plus content_type, and
+	// ValidateBindingMoment checks it alone (a binding_moment in a session).
+	bmEnvelope = obj(
+		req("synopsis", prose),
+		req("findings", list(prose, 0, unbounded)),
+		req("recommendations", list(prose, 0, unbounded)),
+		req("offer", prose),
+		reqObj("question", bmQuestion),
+		optObj("meta", bmMeta),
+	)
 )
 
 // maxLease is the 3 600 000 ms bound of sections 6.4 and 6.6.
@@ -371,14 +382,7 @@ var payloadSchemas = map[string]*object{
 		opt("query_id", uuid4),
 		req("summary", text(1, 2048)),
 	),
-	KindAgentBindingMoment: payload( // 6.10 and the companion draft
-		req("synopsis", prose),
-		req("findings", list(prose, 0, unbounded)),
-		req("recommendations", list(prose, 0, unbounded)),
-		req("offer", prose),
-		reqObj("question", bmQuestion),
-		optObj("meta", bmMeta),
-	),
+	KindAgentBindingMoment: payload(bmEnvelope.fields...), // 6.10 and the companion draft
 	KindPeerDiagnosticRequest: payload( // 6.11
 		req("symptom", text(1, 2048)),
 		req("diagnostic_id", uuid4),

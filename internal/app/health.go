@@ -1,0 +1,41 @@
+package app
+
+import (
+	"context"
+	"time"
+
+	"github.com/aspd/aspd/protocol"
+)
+
+// HealthPingTimeout bounds the store ping of one health sample.
+const HealthPingTimeout = 2 * time.Second
+
+// Health samples live delivery's counters (the ones /metrics exposes, read
+// from the same hub) and pings the store. An unreachable store is reported
+// in the answer, not as an error: the page shows it.
+func (a *App) Health(ctx context.Context) protocol.OperatorHealth {
+	d := a.DeliveryStats()
+	h := protocol.OperatorHealth{
+		SampledAt: time.Now().UnixMilli(), Connections: d.Connections, AgentsOnline: d.AgentsOnline,
+		EventsCommitted: d.Handed, EventsDelivered: d.Delivered, SlowConsumers: d.SlowConsumers,
+		LiveTranscripts: a.LiveWatches(),
+		Store:           protocol.StoreHealth{Dialect: a.st.Dialect(), Status: "ok"},
+	}
+	pctx, cancel := context.WithTimeout(ctx, HealthPingTimeout)
+	defer cancel()
+	start := time.Now()
+	if err := a.st.Ping(pctx); err != nil {
+		// Not logged: a driver's error may carry connection details.
+		h.Store.Status = "unavailable"
+	}
+	h.Store.PingMillis = time.Since(start).Milliseconds()
+	if a.ChorusEnabled() && h.Store.Status == "ok" {
+		if n, oldest, err := a.st.ChorusBacklog(pctx); err == nil {
+			h.Chorus = &protocol.ChorusHealth{Pending: n}
+			if oldest > 0 {
+				h.Chorus.OldestPendingMillis = max(0, h.SampledAt-oldest)
+			}
+		}
+	}
+	return h
+}

@@ -1,0 +1,130 @@
+package search
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+)
+
+// IndexedTypes are the event types whose text is indexed. Only
+// session.message carries text of its own: session.invited repeats the
+// session's topic for each invitee, and its initial_message is the
+// session.message appended with it (indexing either would give the same
+// text as several hits). Every other event type carries handles only.
+var IndexedTypes = []string{"session.message"}
+
+// Indexed reports whether events of type typ are indexed.
+func Indexed(typ string) bool {
+	for _, t := range IndexedTypes {
+		if t == typ {
+			return true
+		}
+	}
+	return false
+}
+
+// Extract returns the indexed text of an event of type typ with the given
+// payload (the event's wire "payload"). For a session.message it is the
+// content when that is a string, else its text parts' text and every
+// string value inside its data parts (recursively, in document order;
+// object keys are not text), one per line. It is "" for every other type,
+// and for a payload it cannot read (the event was validated when it was
+// written; an unreadable one is not worth failing a write or a backfill
+// for).
+//
+// This is the one extraction rule: the write path (one column of the same
+// INSERT that appends the event) and the backfill of events written before
+// search existed both call it.
+func Extract(typ string, payload []byte) string {
+	if !Indexed(typ) {
+		return ""
+	}
+	var m struct {
+		Content json.RawMessage `json:"content"`
+	}
+	if err := json.Unmarshal(payload, &m); err != nil {
+		return ""
+	}
+	var b strings.Builder
+	line := func(s string) {
+		if strings.TrimSpace(s) == "" {
+			return
+		}
+		if b.Len() > 0 {
+			b.WriteByte('\n')
+		}
+		b.WriteString(s)
+	}
+	// Content is a string (plain text) or an array of parts
+	// (common.json#/$defs/Content).
+	var plain string
+	if json.Unmarshal(m.Content, &plain) == nil {
+		line(plain)
+		return b.String()
+	}
+	var parts []struct {
+		Type string          `json:"type"`
+		Text string          `json:"text"`
+		Data json.RawMessage `json:"data"`
+	}
+	if json.Unmarshal(m.Content, &parts) != nil {
+		return ""
+	}
+	for _, p := range parts {
+		switch p.Type {
+		case "text":
+			line(p.Text)
+		case "data":
+			dataStrings(p.Data, line)
+		}
+	}
+	return b.String()
+}
+
+// ExtractEvent is Extract on a stored event's wire body (the envelope with
+// its payload), for the backfill.
+func ExtractEvent(typ string, body []byte) string {
+	if !Indexed(typ) {
+		return ""
+	}
+	var env struct {
+		Payload json.RawMessage `json:"payload"`
+	}
+	if err := json.Unmarshal(body, &env); err != nil {
+		return ""
+	}
+	return Extract(typ, env.Payload)
+}
+
+// dataStrings calls emit with every string value in the JSON value raw,
+// skipping object keys.
+func dataStrings(raw json.RawMessage, emit func(string)) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	// In an object, tokens alternate key and value; each open container
+	// is a frame that knows whether its next token is a key.
+	type frame struct{ object, keyNext bool }
+	var stack []frame
+	for {
+		tok, err := dec.Token()
+		if err != nil { // io.EOF at the end, or a value it cannot read
+			return
+		}
+		if d, ok := tok.(json.Delim); ok && (d == '}' || d == ']') {
+			stack = stack[:len(stack)-1]
+			continue
+		}
+		isKey := false
+		if n := len(stack); n > 0 && stack[n-1].object {
+			isKey = stack[n-1].keyNext
+			stack[n-1].keyNext = !isKey
+		}
+		switch v := tok.(type) {
+		case json.Delim:
+			stack = append(stack, frame{object: v == '{', keyNext: v == '{'})
+		case string:
+			if !isKey {
+				emit(v)
+			}
+		}
+	}
+}

@@ -1,0 +1,152 @@
+package server
+
+import (
+	"net/http"
+	"net/url"
+	"strconv"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/aspd/aspd/internal/app"
+	"github.com/aspd/aspd/internal/chorus"
+	"github.com/aspd/aspd/protocol"
+)
+
+// Chorus webhooks (docs/chorus.md): the operator's registration routes and
+// the callback endpoint agents POST to. The rules are internal/app's
+// (chorus.go); delivery is internal/chorus's worker, which the server runs.
+
+// ChorusConfig configures Chorus: the application's rules and the worker.
+type ChorusConfig struct {
+	App      app.ChorusConfig
+	Delivery chorus.Config
+}
+
+func init() {
+	queryRules["GET /admin/v1/agents/:handle/chorus/deliveries"] = queryRule{params: []string{"limit"}}
+}
+
+// newChorus builds the delivery worker (run only when Chorus has a key)
+// and registers its metrics.
+func (s *Server) newChorus() {
+	s.chorus = chorus.New(s.cfg.Chorus.Delivery, s.app, s.log)
+	s.metrics.reg.MustRegister(s.chorus.Collectors()...)
+}
+
+// startChorus starts delivery once the application has started.
+func (s *Server) startChorus() {
+	if s.app.ChorusEnabled() {
+		s.chorus.Start()
+		s.chorusRunning = true
+	}
+}
+
+// closeChorus stops delivery before the application closes.
+func (s *Server) closeChorus() {
+	if s.chorusRunning {
+		s.chorus.Close()
+	}
+}
+
+// chorusRoutes registers the operator routes (operator token, strict
+// query) and the callback route. The callback is authenticated by its
+// token alone; an unknown or expired one is the 404 of an unknown path.
+func (s *Server) chorusRoutes(e *echo.Echo) {
+	admin := func(method, path string, h echo.HandlerFunc) {
+		e.Add(method, "/admin/v1"+path, h, s.adminAuth, s.strictQuery)
+	}
+	admin(http.MethodPut, "/agents/:handle/chorus", s.adminSetChorus)
+	admin(http.MethodGet, "/agents/:handle/chorus", s.adminGetChorus)
+	admin(http.MethodDelete, "/agents/:handle/chorus", s.adminDeleteChorus)
+	admin(http.MethodGet, "/agents/:handle/chorus/deliveries", s.adminChorusDeliveries)
+	admin(http.MethodPost, "/agents/:handle/chorus/deliveries/:id/redeliver", s.adminChorusRedeliver)
+	e.POST("/chorus/callback/:token", s.chorusCallback, s.strictQuery)
+}
+
+func (s *Server) adminSetChorus(c echo.Context) error {
+	h, err := pathHandle(c, "handle")
+	if err != nil {
+		return err
+	}
+	var req app.ChorusRequest
+	if err := s.decode(c, &req); err != nil {
+		return err
+	}
+	reg, err := s.app.SetChorus(c.Request().Context(), h, req)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, reg)
+}
+
+func (s *Server) adminGetChorus(c echo.Context) error {
+	h, err := pathHandle(c, "handle")
+	if err != nil {
+		return err
+	}
+	info, err := s.app.Chorus(c.Request().Context(), h)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, info)
+}
+
+func (s *Server) adminDeleteChorus(c echo.Context) error {
+	h, err := pathHandle(c, "handle")
+	if err != nil {
+		return err
+	}
+	if err := s.app.DeleteChorus(c.Request().Context(), h); err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, protocol.OK{OK: true})
+}
+
+func (s *Server) adminChorusDeliveries(c echo.Context) error {
+	h, err := pathHandle(c, "handle")
+	if err != nil {
+		return err
+	}
+	q, err := query(c)
+	if err != nil {
+		return err
+	}
+	limit := 50
+	if v := q.Get("limit"); v != "" {
+		if limit, err = strconv.Atoi(v); err != nil {
+			return protocol.Invalid("limit must be a number from 1 to %d", app.MaxChorusDeliveriesListed)
+		}
+	}
+	ds, err := s.app.ChorusDeliveries(c.Request().Context(), h, limit)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, map[string]any{"deliveries": ds})
+}
+
+func (s *Server) adminChorusRedeliver(c echo.Context) error {
+	h, err := pathHandle(c, "handle")
+	if err != nil {
+		return err
+	}
+	id, err := url.PathUnescape(c.Param("id"))
+	if err != nil {
+		return protocol.NotFound()
+	}
+	if err := s.app.RedeliverChorus(c.Request().Context(), h, id); err != nil {
+		return err
+	}
+	return c.JSON(http.StatusAccepted, protocol.OK{OK: true})
+}
+
+func (s *Server) chorusCallback(c echo.Context) error {
+	var req app.ChorusCallbackRequest
+	if err := s.decode(c, &req); err != nil {
+		return err
+	}
+	resp, err := s.app.ChorusCallback(c.Request().Context(), c.Param("token"), req)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, resp)
+}

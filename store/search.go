@@ -1,0 +1,249 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/aspd/aspd/internal/search"
+)
+
+// Transcript search (docs/search.md). The query arrives parsed
+// (search.Query); this file turns it into one SELECT, the same shape on
+// both stores, with each group's predicate from the dialect
+// (searchAnyOf): a term matches an event when the word index finds its
+// words as a phrase, or (for a term of search.MinSubstringChars characters
+// or more) the trigram index finds it as a substring. Hits are newest first, keyed by (created_at,
+// session_id, sequence) for the cursor.
+
+// SearchCursor is the position after which a page of hits starts: the last
+// hit of the previous page.
+type SearchCursor struct {
+	CreatedAt int64
+	SessionID string
+	Sequence  int64
+}
+
+// SearchFilter is one search: its parsed query, filters and page.
+type SearchFilter struct {
+	Query       *search.Query
+	Session     string // only this session's events
+	Sender      string // only events sent by this handle
+	Participant string // only events of sessions this handle is or was part of
+	Type        string // only events of this type
+	Since       int64  // created_at >= Since (epoch ms), 0 = unbounded
+	Until       int64  // created_at < Until (epoch ms), 0 = unbounded
+	After       *SearchCursor
+	Limit       int
+}
+
+// SearchHit is an event that matched, with its indexed text (for the
+// snippet).
+type SearchHit struct {
+	Event StoredEvent
+	Text  string
+}
+
+// Bounds on searches, so that searching cannot starve the event reads that
+// agents depend on: at most maxConcurrentSearches run at once (on the read
+// pool: 8 connections on SQLite, 32 on PostgreSQL), and a search that has
+// not finished, its wait for a slot included, within searchTimeout is
+// cancelled and answered ErrSearchTooSlow.
+const (
+	maxConcurrentSearches = 4
+	searchTimeout         = 10 * time.Second
+)
+
+// ErrSearchTooSlow is the answer to a search that ran out of time.
+var ErrSearchTooSlow = refusal(KindSearchTooSlow, fmt.Sprintf("the search did not finish within %v; narrow it (session, participant, sender, since, until) or use rarer terms", searchTimeout))
+
+// Search returns up to f.Limit events matching f, newest first.
+func (s *Store) Search(ctx context.Context, f SearchFilter) ([]SearchHit, error) {
+	if f.Query == nil || len(f.Query.All) == 0 {
+		return nil, fmt.Errorf("store: search: empty query")
+	}
+	ctx, cancel := context.WithTimeout(ctx, searchTimeout)
+	defer cancel()
+	if s.searches != nil {
+		select {
+		case s.searches <- struct{}{}:
+			defer func() { <-s.searches }()
+		case <-ctx.Done():
+			return nil, s.searchDone(ctx)
+		}
+	}
+	hits, err := s.search(ctx, f)
+	if err != nil && ctx.Err() != nil {
+		return nil, s.searchDone(ctx)
+	}
+	return hits, err
+}
+
+// searchDone is the error of a search whose context ended: the caller's
+// cancellation as it is, or ErrSearchTooSlow when the time bound ran out.
+func (s *Store) searchDone(ctx context.Context) error {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return ErrSearchTooSlow
+	}
+	return ctx.Err()
+}
+
+func (s *Store) search(ctx context.Context, f SearchFilter) ([]SearchHit, error) {
+	var where []string
+	var args []any
+	arg := func(v any) string {
+		args = append(args, v)
+		return fmt.Sprintf("$%d", len(args))
+	}
+	parts := func(terms ...search.Term) []searchPart {
+		var out []searchPart
+		for _, t := range terms {
+			if len(t.Words) > 0 {
+				out = append(out, searchPart{arg: arg(s.d.searchWordArg(t.Words))})
+			}
+			if t.Substring() {
+				out = append(out, searchPart{substring: true, arg: arg(s.d.searchSubstringArg(t.Text))})
+			}
+		}
+		return out
+	}
+	// Every group needs a match in the indexed text, so an event without
+	// text ('' for types not indexed, NULL until backfilled) is never a
+	// hit; no condition of its own says so.
+	for _, group := range f.Query.All {
+		where = append(where, s.d.searchAnyOf(parts(group...)))
+	}
+	if len(f.Query.None) > 0 {
+		where = append(where, "NOT "+s.d.searchAnyOf(parts(f.Query.None...)))
+	}
+	if f.Session != "" {
+		where = append(where, "e.session_id = "+arg(f.Session))
+	}
+	if f.Sender != "" {
+		// The subject of a session.message is its sender (sessions.go).
+		where = append(where, "e.subject = "+arg(f.Sender))
+	}
+	if f.Participant != "" {
+		where = append(where, "EXISTS (SELECT 1 FROM participants p WHERE p.session_id = e.session_id AND p.handle = "+arg(f.Participant)+")")
+	}
+	if f.Type != "" {
+		where = append(where, "e.type = "+arg(f.Type))
+	}
+	if f.Since > 0 {
+		where = append(where, "e.created_at >= "+arg(f.Since))
+	}
+	if f.Until > 0 {
+		where = append(where, "e.created_at < "+arg(f.Until))
+	}
+	if c := f.After; c != nil {
+		// Row-value comparison, which both dialects have: strictly after
+		// the cursor's hit in (created_at, session_id, sequence) DESC order.
+		where = append(where, fmt.Sprintf("(e.created_at, e.session_id, e.sequence) < (%s, %s, %s)", arg(c.CreatedAt), arg(c.SessionID), arg(c.Sequence)))
+	}
+	// Two steps: the inner SELECT orders the matches by their keys alone
+	// and keeps a page; only that page's rows are read whole. (On SQLite,
+	// sorting whole rows, bodies included, cost twice as much for a common
+	// word.)
+	const order = " ORDER BY %[1]s.created_at DESC, %[1]s.session_id DESC, %[1]s.sequence DESC"
+	q := `SELECT h.session_id, h.sequence, h.event_id, h.type, h.subject, h.audience, h.created_at, h.body, h.search_text FROM events h
+		WHERE (h.session_id, h.sequence) IN (SELECT e.session_id, e.sequence FROM events e
+			WHERE ` + strings.Join(where, "\n\t\t\tAND ") + fmt.Sprintf(order, "e") + ` LIMIT ` + arg(f.Limit) + `)` +
+		fmt.Sprintf(order, "h")
+	rows, err := s.read.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("store: search: %w", err)
+	}
+	defer rows.Close()
+	var out []SearchHit
+	for rows.Next() {
+		var h SearchHit
+		var audience, body string
+		e := &h.Event
+		if err := rows.Scan(&e.SessionID, &e.Sequence, &e.EventID, &e.Type, &e.Subject, &audience, &e.CreatedAt, &body, &h.Text); err != nil {
+			return nil, fmt.Errorf("store: search: %w", err)
+		}
+		e.Audience = decodeAudience(audience)
+		e.Body = []byte(body)
+		out = append(out, h)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: search: %w", err)
+	}
+	return out, nil
+}
+
+// backfillBatch is how many events one backfill transaction indexes.
+const backfillBatch = 500
+
+// backfillSearch indexes the events written before the search migration
+// (search_text IS NULL), in batches of backfillBatch, each batch one
+// SELECT through the events_search_pending partial index and one UPDATE,
+// by the same extraction rule as the write path (search.ExtractEvent). It
+// runs when the store opens, right after the migrations, and after an
+// import; once every event is indexed, it costs one empty index lookup.
+// It returns how many events it indexed.
+func (s *Store) backfillSearch(ctx context.Context) (int, error) {
+	total := 0
+	for {
+		n, err := s.backfillSearchBatch(ctx)
+		if err != nil {
+			return total, err
+		}
+		total += n
+		if n < backfillBatch {
+			break
+		}
+	}
+	if q := s.d.searchAnalyze(); total > 0 && q != "" {
+		if _, err := s.write.ExecContext(ctx, q); err != nil {
+			return total, fmt.Errorf("store: search backfill: %w", err)
+		}
+	}
+	return total, nil
+}
+
+func (s *Store) backfillSearchBatch(ctx context.Context) (int, error) {
+	n := 0
+	err := s.runTx(ctx, requestTxTimeout, func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, `SELECT session_id, sequence, type, body FROM events WHERE search_text IS NULL
+			ORDER BY session_id, sequence LIMIT $1`, backfillBatch)
+		if err != nil {
+			return fmt.Errorf("store: search backfill: %w", err)
+		}
+		var b strings.Builder
+		var args []any
+		b.WriteString(`WITH v(s, q, t, w) AS (VALUES `)
+		for rows.Next() {
+			var sid, typ, body string
+			var seq int64
+			if err := rows.Scan(&sid, &seq, &typ, &body); err != nil {
+				rows.Close()
+				return fmt.Errorf("store: search backfill: %w", err)
+			}
+			text := search.ExtractEvent(typ, []byte(body))
+			if n > 0 {
+				b.WriteString(", ")
+			}
+			k := len(args)
+			fmt.Fprintf(&b, "(CAST($%d AS TEXT), CAST($%d AS BIGINT), CAST($%d AS TEXT), CAST($%d AS TEXT))", k+1, k+2, k+3, k+4)
+			args = append(args, sid, seq, text, search.WordText(text))
+			n++
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("store: search backfill: %w", err)
+		}
+		if n == 0 {
+			return nil
+		}
+		b.WriteString(`) UPDATE events SET ` + s.d.searchBackfillSet() + ` FROM v WHERE events.session_id = v.s AND events.sequence = v.q`)
+		if _, err := tx.ExecContext(ctx, b.String(), args...); err != nil {
+			return fmt.Errorf("store: search backfill: %w", err)
+		}
+		return nil
+	})
+	return n, err
+}
