@@ -1,11 +1,14 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"crypto/subtle"
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 )
 
 // Chorus webhooks: endpoints (sealed connection strings and signing
@@ -229,6 +232,12 @@ func (s *Store) ChorusEnqueueBatch(ctx context.Context, batch []ChorusEnqueue) e
 	if len(batch) == 0 {
 		return nil
 	}
+	// Two nodes enqueueing overlapping batches lock cursor rows in the same
+	// order, so they wait for each other rather than deadlock.
+	batch = slices.Clone(batch)
+	slices.SortFunc(batch, func(a, b ChorusEnqueue) int {
+		return cmp.Or(strings.Compare(a.Handle, b.Handle), strings.Compare(a.SessionID, b.SessionID))
+	})
 	return s.inTx(ctx, func(tx *sql.Tx) error {
 		now := s.nowMs()
 		for _, e := range batch {
@@ -317,8 +326,18 @@ type ChorusOutcome struct {
 func (s *Store) ChorusAttempted(ctx context.Context, d ChorusDelivery, o ChorusOutcome) (failingSince int64, wasFailing, ok bool, err error) {
 	err = s.inTx(ctx, func(tx *sql.Tx) error {
 		now := s.nowMs()
+		// Lock order: the endpoint row before the delivery rows, as in
+		// SetChorusEndpoint and DeleteChorusEndpoint; the other order
+		// deadlocks against a rotation on PostgreSQL.
+		var since sql.NullInt64
+		err := tx.QueryRowContext(ctx, `SELECT failing, failing_since FROM chorus_endpoints WHERE handle = $1`+s.d.forUpdate, d.Handle).Scan(&wasFailing, &since)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil // removed: its deliveries are gone too
+		}
+		if err != nil {
+			return fmt.Errorf("store: chorus endpoint: %w", err)
+		}
 		var res sql.Result
-		var err error
 		if o.State == ChorusPending {
 			res, err = tx.ExecContext(ctx, `UPDATE chorus_deliveries SET attempts = attempts + 1, last_attempt_at = $3, last_status = $4, last_error = $5,
 				next_attempt_at = $6, leased_until = NULL, leased_by = NULL WHERE id = $1 AND leased_by = $2 AND state = 'pending'`,
@@ -341,14 +360,6 @@ func (s *Store) ChorusAttempted(ctx context.Context, d ChorusDelivery, o ChorusO
 				d.Handle, d.SessionID, d.Sequence); err != nil {
 				return fmt.Errorf("store: chorus cursor: %w", err)
 			}
-		}
-		var since sql.NullInt64
-		err = tx.QueryRowContext(ctx, `SELECT failing, failing_since FROM chorus_endpoints WHERE handle = $1`, d.Handle).Scan(&wasFailing, &since)
-		if errors.Is(err, sql.ErrNoRows) {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("store: chorus endpoint: %w", err)
 		}
 		if o.State == ChorusDelivered {
 			_, err = tx.ExecContext(ctx, `UPDATE chorus_endpoints SET failing = FALSE, failing_since = NULL, last_success_at = $2, last_error = '' WHERE handle = $1`, d.Handle, now)

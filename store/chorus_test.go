@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -204,6 +205,76 @@ func TestChorusConcurrentClaims(t *testing.T) {
 		}
 		if len(seen) != 40 {
 			t.Fatalf("claimed %d of 40 deliveries", len(seen))
+		}
+	})
+}
+
+// TestChorusRotationDuringAttempts races endpoint rotation and removal
+// against delivery attempts for the same agent. Every writer takes the
+// endpoint row before the agent's delivery rows; with the opposite order in
+// one of them PostgreSQL found a deadlock and rotation answered 500.
+func TestChorusRotationDuringAttempts(t *testing.T) {
+	dbtest.ForEach(t, func(t *testing.T, url string) {
+		s := open(t, url)
+		mkAgents(t, s, "@b.x")
+		if _, err := s.SetChorusEndpoint(bg, "@b.x", []byte("u"), []byte("s")); err != nil {
+			t.Fatal(err)
+		}
+		enqueue := func(round int) error {
+			var batch []store.ChorusEnqueue
+			for i := range 8 {
+				sid := fmt.Sprintf("sess_%d_%d", round, i)
+				batch = append(batch, store.ChorusEnqueue{Handle: "@b.x", SessionID: sid,
+					Next: &store.ChorusDelivery{ID: "msg_" + sid, Handle: "@b.x", SessionID: sid, Sequence: 1, EventType: "session.message"}})
+			}
+			return s.ChorusEnqueueBatch(bg, batch)
+		}
+		const rounds = 60
+		errs := make(chan error, 2)
+		go func() { // the worker: claim, fail, retry at once
+			for r := range rounds {
+				ds, err := s.ClaimChorusDeliveries(bg, fmt.Sprintf("w/%d", r), time.Now().Add(time.Minute).UnixMilli(), 8)
+				if err != nil {
+					errs <- err
+					return
+				}
+				for _, d := range ds {
+					if _, _, _, err := s.ChorusAttempted(bg, d, store.ChorusOutcome{State: store.ChorusPending, Status: 500,
+						Error: "HTTP 500", NextAttempt: time.Now().UnixMilli()}); err != nil {
+						errs <- err
+						return
+					}
+				}
+			}
+			errs <- nil
+		}()
+		go func() { // the operator: rotate, and now and then remove and register again
+			for r := range rounds {
+				if err := enqueue(r); err != nil {
+					errs <- err
+					return
+				}
+				if r%10 == 9 {
+					if err := s.DeleteChorusEndpoint(bg, "@b.x"); err != nil {
+						errs <- err
+						return
+					}
+				}
+				if _, err := s.SetChorusEndpoint(bg, "@b.x", []byte(fmt.Sprint("u", r)), []byte("s")); err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}()
+		var failed []error
+		for range 2 { // both goroutines end before the test does
+			if err := <-errs; err != nil {
+				failed = append(failed, err)
+			}
+		}
+		if len(failed) > 0 {
+			t.Fatalf("rotation racing attempts: %v", failed)
 		}
 	})
 }
