@@ -20,7 +20,9 @@ const (
 
 // Transport is one live connection's outbound side.
 type Transport interface {
-	// Write sends one event; it must respect ctx's deadline.
+	// Write sends one event; it must give up when ctx is cancelled. ctx
+	// lives as long as the connection (the write timeout cancels it), so
+	// a transport must not treat it as a per-write context.
 	Write(ctx context.Context, msg []byte) error
 	// Ping sends a ping after everything written so far and waits for the
 	// peer's pong, within ctx. Peers answer pings in the order they read
@@ -56,15 +58,19 @@ type Conn struct {
 	// The writer goroutine exists only while there is work: notify starts
 	// one if none runs, and it exits when nothing announced remains. An idle
 	// connection therefore holds no writer goroutine (only its reader).
-	started   bool           // Start was called; writers may run
-	running   bool           // a writer goroutine is active
-	done      bool           // Finish was called; no writer may start
-	writers   sync.WaitGroup // the active writer, for Finish
-	ctx       context.Context
-	start     time.Time
-	closed    chan struct{}
-	closeOnce sync.Once
-	closeWhy  string // reason given by the Close that closed it (under mu)
+	started bool               // Start was called; writers may run
+	running bool               // a writer goroutine is active
+	done    bool               // Finish was called; no writer may start
+	writers sync.WaitGroup     // the active writer, for Finish
+	ctx     context.Context    // the connection's; cancelled by Finish or a write timeout
+	cancel  context.CancelFunc // cancels ctx
+	// writeTimer bounds each event write (Config.WriteTimeout); armed and
+	// stopped by the writer around tr.Write, it cancels ctx when it fires.
+	writeTimer *time.Timer
+	start      time.Time
+	closed     chan struct{}
+	closeOnce  sync.Once
+	closeWhy   string // reason given by the Close that closed it (under mu)
 
 	// Writer-owned state.
 	sessions  map[string]*connSession

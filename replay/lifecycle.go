@@ -17,7 +17,13 @@ import (
 func (h *Hub) Attach(ctx context.Context, handle string, tr Transport) (*Conn, error) {
 	c := &Conn{hub: h, handle: handle, tr: tr, opened: time.Now(),
 		dirty: map[string]announce{}, pos: map[string]*position{}, posDirty: map[string]bool{},
-		ctx: ctx, closed: make(chan struct{}), sessions: map[string]*connSession{}}
+		closed: make(chan struct{}), sessions: map[string]*connSession{}}
+	c.ctx, c.cancel = context.WithCancel(ctx)
+	// The write timeout is one timer per connection, armed around each
+	// write (see write): no timer or context per event. Firing cancels the
+	// connection's context, which aborts the blocked write.
+	c.writeTimer = time.AfterFunc(time.Hour, c.cancel)
+	c.writeTimer.Stop()
 	lock := h.presenceLock(handle)
 	lock.Lock()
 	defer lock.Unlock()
@@ -145,5 +151,7 @@ func (c *Conn) Finish() {
 	}
 	c.mu.Unlock()
 	c.writers.Wait()
+	c.writeTimer.Stop()
+	c.cancel()
 	c.hub.detach(c, c.closedBecause())
 }

@@ -265,6 +265,8 @@ type SendMessage struct {
 	FrameRecipients []string
 	// Binding is the message's binding part, if any (store/decisions.go).
 	Binding *Binding
+
+	index *searchInput // worked out by SendMessage, before the transaction
 }
 
 // SendMessage appends a session.message from a joined sender. The
@@ -274,6 +276,9 @@ type SendMessage struct {
 // commit or one transaction per message) apply the one message rule,
 // appendMessages.
 func (s *Store) SendMessage(ctx context.Context, req SendMessage) (protocol.SendMessageResponse, *Commit, error) {
+	// On the caller's goroutine, so that the committer's transaction does
+	// not spend its time decoding content.
+	req.index = newSearchInput(s.d, req.Content)
 	if req.Binding != nil {
 		return s.sendBinding(ctx, req)
 	}
@@ -400,9 +405,11 @@ func (t *sessionTx) appendMessage(req *SendMessage, keys map[msgKey]priorKey) (r
 		return resp, false, err
 	}
 	m := t.message(req.Sender, req.Content, req.Metadata, req.IdempotencyKey)
-	if _, err := t.append(protocol.EventMessage, req.Sender, nil, m); err != nil {
+	ev, err := t.append(protocol.EventMessage, req.Sender, nil, m)
+	if err != nil {
 		return resp, false, err
 	}
+	ev.index = req.index
 	resp = protocol.SendMessageResponse{MessageID: m.ID, Sequence: m.Sequence}
 	if req.IdempotencyKey != "" {
 		keys[k] = priorKey{hash: req.RequestHash, resp: resp}

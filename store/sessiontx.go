@@ -24,6 +24,23 @@ type StoredEvent struct {
 	Audience  []string
 	CreatedAt int64
 	Body      []byte // the wire JSON, exactly as stored and served
+
+	// index is the event's search index input when it was worked out
+	// before the transaction (a message's, from its request); nil means
+	// eventValues extracts it from Body.
+	index *searchInput
+}
+
+// searchInput is an event's search text and, on PostgreSQL, its words.
+type searchInput struct{ text, words string }
+
+// newSearchInput extracts a message's search index input from its content.
+func newSearchInput(d dialect, content json.RawMessage) *searchInput {
+	in := &searchInput{text: search.ExtractContent(content)}
+	if d.searchWordsArg() {
+		in.words = search.WordText(in.text)
+	}
+	return in
 }
 
 // Meta returns the eligibility view of the event.
@@ -424,12 +441,18 @@ func eventValues(b *strings.Builder, d dialect, args []any, events []StoredEvent
 			b.WriteString(", ")
 		}
 		n := len(args)
-		text := search.ExtractEvent(e.Type, e.Body)
+		in := e.index
+		if in == nil {
+			in = &searchInput{text: search.ExtractEvent(e.Type, e.Body)}
+			if d.searchWordsArg() {
+				in.words = search.WordText(in.text)
+			}
+		}
 		_, vals := d.eventSearchColumns(fmt.Sprintf("$%d", n+9), fmt.Sprintf("$%d", n+10))
 		fmt.Fprintf(b, "($%d, $%d, $%d, $%d, $%d, $%d, $%d, $%d%s)", n+1, n+2, n+3, n+4, n+5, n+6, n+7, n+8, vals)
-		args = append(args, e.SessionID, e.Sequence, e.EventID, e.Type, e.Subject, encodeAudience(e.Audience), e.CreatedAt, string(e.Body), text)
+		args = append(args, e.SessionID, e.Sequence, e.EventID, e.Type, e.Subject, encodeAudience(e.Audience), e.CreatedAt, string(e.Body), in.text)
 		if d.searchWordsArg() {
-			args = append(args, search.WordText(text))
+			args = append(args, in.words)
 		}
 	}
 	return args

@@ -45,6 +45,14 @@ func Extract(typ string, payload []byte) string {
 	if err := json.Unmarshal(payload, &m); err != nil {
 		return ""
 	}
+	return ExtractContent(m.Content)
+}
+
+// ExtractContent is the indexed text of a session.message whose payload's
+// content is content (Extract's rule, given the content itself). The store
+// calls it on a request's content before the message's transaction, so
+// that the group committer does not decode what the request already holds.
+func ExtractContent(content json.RawMessage) string {
 	var b strings.Builder
 	line := func(s string) {
 		if strings.TrimSpace(s) == "" {
@@ -57,9 +65,12 @@ func Extract(typ string, payload []byte) string {
 	}
 	// Content is a string (plain text) or an array of parts
 	// (common.json#/$defs/Content).
-	var plain string
-	if json.Unmarshal(m.Content, &plain) == nil {
-		line(plain)
+	// The first byte tells which, so that the content is decoded once.
+	if t := bytes.TrimLeft(content, " \t\r\n"); len(t) > 0 && t[0] == '"' {
+		var plain string
+		if json.Unmarshal(content, &plain) == nil {
+			line(plain)
+		}
 		return b.String()
 	}
 	var parts []struct {
@@ -67,7 +78,7 @@ func Extract(typ string, payload []byte) string {
 		Text string          `json:"text"`
 		Data json.RawMessage `json:"data"`
 	}
-	if json.Unmarshal(m.Content, &parts) != nil {
+	if json.Unmarshal(content, &parts) != nil {
 		return ""
 	}
 	for _, p := range parts {

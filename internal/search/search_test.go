@@ -131,6 +131,13 @@ func TestExtract(t *testing.T) {
 			t.Errorf("Extract(%s, %s) = %q, want %q", tc.typ, tc.payload, got, tc.want)
 		}
 	}
+	// The write path extracts from the request's content; it must agree
+	// with extraction from the stored payload (the backfill's).
+	for _, content := range []string{`"plain"`, ` "leading space"`, `[{"type":"text","text":"a"},{"type":"data","data":{"k":["v"]}}]`, ` [{"type":"text","text":"b"}]`, `{}`, `"`} {
+		if got, want := ExtractContent(json.RawMessage(content)), Extract("session.message", msg(content)); got != want {
+			t.Errorf("ExtractContent(%s) = %q, Extract gives %q", content, got, want)
+		}
+	}
 	body, _ := json.Marshal(map[string]any{"type": "session.message", "payload": json.RawMessage(msg(`"in an envelope"`))})
 	if got := ExtractEvent("session.message", body); got != "in an envelope" {
 		t.Errorf("ExtractEvent = %q", got)
