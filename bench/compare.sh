@@ -17,15 +17,19 @@ ROUNDS=${ROUNDS:-2}
 BASE=$(mktemp -d /tmp/aspd-compare.XXXXXX)
 trap 'git worktree remove --force "$BASE" >/dev/null 2>&1 || true' EXIT
 git worktree add --detach "$BASE" "$REV" >/dev/null
-# The base runs this tree's bench/run.sh, so both sides report alike.
+# The base runs this tree's bench/run.sh and both sides this tree's
+# aspbench, so both are driven and reported alike.
 cp bench/run.sh "$BASE/bench/run.sh"
+mkdir -p /tmp/aspd-compare-new
+go build -o /tmp/aspd-compare-new/aspbench-shared ./cmd/aspbench
+export ASPBENCH=/tmp/aspd-compare-new/aspbench-shared
 for round in $(seq "$ROUNDS"); do
 	for side in base new; do
 		dir=$BASE; [ "$side" = new ] && dir=$PWD
 		for sc in "$@"; do
 			echo "=== $side $sc (round $round)"
 			(cd "$dir" && OUT=/tmp/aspd-compare-$side bash bench/run.sh "$sc" 2>&1) |
-				grep -E 'accepted_msgs_per_s|send_to_deliver |replay_ms|last_recipient|events_replayed|^aspd_|errors:|load average' || true
+				grep -E 'accepted_msgs_per_s|server_cpu_us_per_msg|send_to_deliver |replay_ms|last_recipient|events_replayed|^aspd_|errors:|load average' || true
 		done
 	done
 done

@@ -18,7 +18,9 @@ OUT=${OUT:-/tmp/aspd-bench}
 export ASPBENCH_ADMIN_TOKEN=bench-admin-token-0123456789
 mkdir -p "$OUT"
 go build -o "$OUT/aspd" ./cmd/aspd
-go build -o "$OUT/aspbench" ./cmd/aspbench
+# ASPBENCH lets bench/compare.sh drive both builds with one load generator.
+ASPBENCH=${ASPBENCH:-$OUT/aspbench}
+[ "$ASPBENCH" = "$OUT/aspbench" ] && go build -o "$OUT/aspbench" ./cmd/aspbench
 
 PID=
 PID2=
@@ -47,10 +49,10 @@ start_cluster() {
 	echo "the second aspd did not start" >&2; exit 1
 }
 bench2() { # agents round-robin over both nodes; --pid reports the first node's process
-	"$OUT/aspbench" --server "http://$ADDR,http://$ADDR2" --pid "$PID" "$@"
+	"$ASPBENCH" --server "http://$ADDR,http://$ADDR2" --pid "$PID" "$@"
 }
 bench() {
-	"$OUT/aspbench" --server "http://$ADDR" --pid "$PID" "$@"
+	"$ASPBENCH" --server "http://$ADDR" --pid "$PID" "$@"
 	# Delivery counters of the run: pings that confirmed, events written.
 	curl -fs -H "Authorization: Bearer $ASPBENCH_ADMIN_TOKEN" "http://$ADDR/metrics" |
 		grep -E '^aspd_(events_delivered_total|delivery_confirms_total|delivery_acks_total|slow_consumers_total|cluster_notify_sent_total|cluster_notify_skipped_total) ' || true

@@ -188,6 +188,11 @@ func (s *chatScenario) run(ctx context.Context, b *bench) error {
 		f.set("scheduled_msgs", res.scheduled)
 	}
 	f.set("messages_accepted", float64(acceptedTotal.Load()))
+	if sp := b.rep.ServerProcess; sp != nil && sp.Before != nil && sp.After != nil && acceptedWin.Load() > 0 {
+		// The server's CPU per message in the measured window: steadier than
+		// throughput when server and load generator share the cores.
+		f.set("server_cpu_us_per_msg", round3(sp.CPUSeconds*1e6/float64(acceptedWin.Load())))
+	}
 	f.set("messages_measured", float64(measured.Load()))
 	f.set("deliveries_measured", float64(lat.Count()))
 	f.set("events_received_total", float64(b.events.Load()))
