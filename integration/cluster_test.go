@@ -56,7 +56,11 @@ func TestClusterWalkthrough(t *testing.T) {
 // agent's stream receives every sequence of the session exactly in order,
 // with no gap, and each sender's messages in the order it sent them.
 func TestClusterOrdering(t *testing.T) {
-	nodes := startCluster(t, 3)
+	clusterOrdering(t, startCluster(t, 3))
+}
+
+// clusterOrdering is TestClusterOrdering's hammer on the given nodes.
+func clusterOrdering(t *testing.T, nodes []*server) {
 	const perNode, perSender = 2, 40
 	var agents []*agent
 	for i, n := range nodes {
@@ -337,7 +341,11 @@ func untilMessage(t *testing.T, in *inbox, text string) {
 // token fail there at once, though those nodes had it in their
 // authentication caches; revocation does the same.
 func TestClusterTokenRotation(t *testing.T) {
-	nodes := startCluster(t, 3)
+	clusterTokenRotation(t, startCluster(t, 3))
+}
+
+// clusterTokenRotation is TestClusterTokenRotation on the given nodes.
+func clusterTokenRotation(t *testing.T, nodes []*server) {
 	a := nodes[0].provision("@cl.rotating", "open")
 	// Warm the other nodes' authentication caches with the old token.
 	for _, n := range nodes[1:] {

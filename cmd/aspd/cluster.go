@@ -2,6 +2,9 @@ package main
 
 import (
 	"fmt"
+	"net/url"
+	"regexp"
+	"strings"
 	"time"
 
 	"github.com/aspd/aspd/internal/cluster"
@@ -24,7 +27,15 @@ func clusterFlags(e *envFlags, c *config) {
 	e.dur(&c.cluster.Poll, "cluster-poll", def.Poll,
 		"PostgreSQL: how often a node checks for commits whose wake-up (NOTIFY) it missed; the bound on the delay a missed wake-up causes")
 	e.str(&c.cluster.Addr, "cluster-addr", "", "PostgreSQL: this node's address as operators should see it in the nodes table (default: --listen)")
+	e.str(&c.cluster.NATSURL, "cluster-nats", "",
+		"PostgreSQL: carry the nodes' wake-ups on this NATS server (nats://host:4222) instead of LISTEN/NOTIFY; every node of the network must set it alike")
+	e.str(&c.cluster.NATSSubject, "cluster-nats-subject", def.NATSSubject,
+		"PostgreSQL with --cluster-nats: the subject prefix; networks sharing a NATS server need different ones")
 }
+
+// natsSubject matches a NATS subject prefix: dot-separated tokens of
+// letters, digits, - and _ (no wildcards, no spaces).
+var natsSubject = regexp.MustCompile(`^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$`)
 
 func checkCluster(c *config) error {
 	cl := c.cluster
@@ -33,9 +44,36 @@ func checkCluster(c *config) error {
 		return fmt.Errorf("--cluster-heartbeat and --cluster-poll must be positive")
 	case cl.NodeExpiry > maxNodeExpiry:
 		return fmt.Errorf("--cluster-node-expiry must be at most %s", maxNodeExpiry)
+	case !natsSubject.MatchString(cl.NATSSubject):
+		return fmt.Errorf("--cluster-nats-subject %q must be dot-separated tokens of letters, digits, - and _", cl.NATSSubject)
+	case cl.NATSURL != "" && !validNATSURL(cl.NATSURL):
+		return fmt.Errorf("--cluster-nats must be a nats://, tls://, ws:// or wss:// URL with a host, e.g. nats://127.0.0.1:4222")
 	case cl.NodeExpiry <= 2*cl.Heartbeat:
 		return fmt.Errorf("--cluster-node-expiry (%s) must be more than twice --cluster-heartbeat (%s), or a slow heartbeat would expire a live node",
 			cl.NodeExpiry, cl.Heartbeat)
+	}
+	return nil
+}
+
+func validNATSURL(raw string) bool {
+	for _, one := range strings.Split(raw, ",") { // the client takes a server list
+		u, err := url.Parse(strings.TrimSpace(one))
+		if err != nil || u.Host == "" {
+			return false
+		}
+		switch u.Scheme {
+		case "nats", "tls", "ws", "wss":
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// checkClusterStore refuses cluster settings that the store cannot use.
+func checkClusterStore(c *config, dbURL string) error {
+	if c.cluster.NATSURL != "" && !isPostgresURL(dbURL) {
+		return fmt.Errorf("--cluster-nats is for several nodes on PostgreSQL (--database-url postgres://...); the embedded store serves one node")
 	}
 	return nil
 }

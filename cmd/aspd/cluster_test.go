@@ -29,10 +29,26 @@ func TestClusterFlags(t *testing.T) {
 		{"--cluster-heartbeat", "5s", "--cluster-node-expiry", "10s"},
 		{"--cluster-heartbeat", "0s"},
 		{"--cluster-poll", "-1s"},
+		{"--cluster-nats", "127.0.0.1:4222"},
+		{"--cluster-nats", "http://127.0.0.1:4222"},
+		{"--cluster-nats", "nats://a:4222,nats://"},
+		{"--cluster-nats", "nats://127.0.0.1:4222", "--cluster-nats-subject", "aspd.*"},
+		{"--cluster-nats-subject", "a b"},
+		{"--cluster-nats-subject", "a..b"},
 	} {
 		if _, err := parseConfig(args); err == nil {
 			t.Errorf("%s accepted", strings.Join(args, " "))
 		}
+	}
+	c2, err := parseConfig([]string{"--cluster-nats", "nats://127.0.0.1:4222,nats://10.0.0.2:4222", "--cluster-nats-subject", "net-1.aspd"})
+	if err != nil || c2.cluster.NATSSubject != "net-1.aspd" {
+		t.Fatalf("NATS flags: %v %+v", err, c2.cluster)
+	}
+	if err := checkClusterStore(c2, "/tmp/x.db"); err == nil || !strings.Contains(err.Error(), "PostgreSQL") {
+		t.Fatalf("--cluster-nats on the embedded store: %v", err)
+	}
+	if err := checkClusterStore(c2, "postgres://db/aspd"); err != nil {
+		t.Fatal(err)
 	}
 	if cl := clusterConfig(c, "/tmp/x.db", 256); cl != nil {
 		t.Fatalf("a SQLite store got a cluster configuration: %+v", cl)

@@ -75,6 +75,9 @@ func run(cfg *config) error {
 		log.Info("using the embedded store (single node); for production set --database-url / ASPD_DATABASE_URL to a postgres:// URL",
 			"path", dbURL)
 	}
+	if err := checkClusterStore(cfg, dbURL); err != nil {
+		return err
+	}
 	// One embedded store, one aspd: take its lock before anything is
 	// written (migrations, presence recovery, the admin token).
 	if path := sqlitePath(dbURL); path != "" {

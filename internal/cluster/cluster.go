@@ -62,11 +62,15 @@ type Config struct {
 	NodeExpiry  time.Duration // a node silent this long is dead
 	Poll        time.Duration // catch-up interval: bound on the delay a missed NOTIFY causes
 	RingSize    int           // most events read per session per wake-up (the hub's ring)
+	// NATSURL, when set, carries the wake-ups on NATS instead of NOTIFY
+	// (nats.go); every node of a network must use the same bus and subject.
+	NATSURL     string
+	NATSSubject string // subject prefix on NATS; one per network sharing a NATS server
 }
 
 // DefaultConfig returns the documented defaults.
 func DefaultConfig() Config {
-	return Config{Heartbeat: 3 * time.Second, NodeExpiry: 15 * time.Second, Poll: time.Second, RingSize: 256}
+	return Config{Heartbeat: 3 * time.Second, NodeExpiry: 15 * time.Second, Poll: time.Second, RingSize: 256, NATSSubject: "aspd"}
 }
 
 // Local is what a node does on its own process: the hub and the auth cache.
@@ -130,6 +134,8 @@ type Node struct {
 	liveUp    atomic.Bool  // the lock is held now
 	relocking atomic.Int64 // unix ns when the lock was last re-taken after a loss (0: never lost)
 
+	bus bus // carries wake-ups: NOTIFY, or NATS
+
 	stop chan struct{}
 	wg   sync.WaitGroup
 }
@@ -159,11 +165,16 @@ func New(cfg Config, st *store.Store, local Local, log *slog.Logger) *Node {
 	if cfg.RingSize <= 0 {
 		cfg.RingSize = def.RingSize
 	}
+	if cfg.NATSSubject == "" {
+		cfg.NATSSubject = def.NATSSubject
+	}
 	b := make([]byte, 8)
 	_, _ = rand.Read(b)
-	return &Node{id: "n" + hex.EncodeToString(b), cfg: cfg, st: st, local: local, log: log.With("node", "n"+hex.EncodeToString(b)),
+	n := &Node{id: "n" + hex.EncodeToString(b), cfg: cfg, st: st, local: local, log: log.With("node", "n"+hex.EncodeToString(b)),
 		out: map[string]span{}, wakeOut: make(chan struct{}, 1), in: map[string]span{}, wakeIn: make(chan struct{}, 1),
 		announce: map[string]int64{}, stop: make(chan struct{}), peersChanged: make(chan struct{}, 1)}
+	n.bus = &pgBus{n: n}
+	return n
 }
 
 // ID is the node's id, fresh at every process start.
@@ -178,14 +189,23 @@ func (n *Node) Stats() *Stats { return &n.stats }
 // Start registers the node and starts its heartbeat, notifier, listener
 // and wake-up worker.
 func (n *Node) Start(ctx context.Context) error {
+	if n.cfg.NATSURL != "" {
+		nb, err := dialNATS(n.cfg.NATSURL, n.cfg.NATSSubject, n.id, n.subscribed)
+		if err != nil {
+			return err
+		}
+		n.bus = nb
+	}
 	// The lock before the row: a node whose row exists and whose lock is
 	// free is dead.
 	live, err := n.lockLiveness(ctx)
 	if err != nil {
+		n.bus.close()
 		return err
 	}
 	if err := n.st.RegisterNode(ctx, n.id, n.cfg.Addr); err != nil {
 		live.Close(context.Background())
+		n.bus.close()
 		return err
 	}
 	n.refreshPeers(ctx)
@@ -203,7 +223,7 @@ func (n *Node) Start(ctx context.Context) error {
 	go n.notifier()
 	go n.listener()
 	go n.worker()
-	n.log.Info("cluster node started", "heartbeat", n.cfg.Heartbeat, "node_expiry", n.cfg.NodeExpiry, "poll", n.cfg.Poll)
+	n.log.Info("cluster node started", "bus", n.bus.name(), "heartbeat", n.cfg.Heartbeat, "node_expiry", n.cfg.NodeExpiry, "poll", n.cfg.Poll)
 	return nil
 }
 
@@ -212,6 +232,7 @@ func (n *Node) Start(ctx context.Context) error {
 func (n *Node) Close() {
 	close(n.stop)
 	n.wg.Wait()
+	n.bus.close()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := n.st.RetireNode(ctx, n.id); err != nil {
@@ -390,16 +411,10 @@ func (n *Node) heartbeat() {
 
 // notifier sends what Committed and CutOff queued. Whatever accumulates
 // while one batch is in flight goes out in the next (group-commit style):
-// no timer adds latency, and a busy node sends a NOTIFY per batch, not per
-// message.
+// no timer adds latency, and a busy node sends one wake-up per batch, not
+// per message.
 func (n *Node) notifier() {
 	defer n.wg.Done()
-	var conn *pgx.Conn
-	defer func() {
-		if conn != nil {
-			conn.Close(context.Background())
-		}
-	}()
 	for {
 		select {
 		case <-n.stop:
@@ -417,43 +432,34 @@ func (n *Node) notifier() {
 		if len(payloads) == 0 && len(control) == 0 {
 			continue
 		}
-		var err error
-		if conn == nil {
-			conn, err = n.connect("aspd-notify")
-			if err == nil {
-				// A wake-up needs no durability: its commit need not wait
-				// for the WAL flush (NOTIFY takes a transaction id).
-				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-				_, err = conn.Exec(ctx, "SET synchronous_commit = off")
-				cancel()
+		for i, p := range control {
+			if len(p) > maxPayload {
+				control[i] = p[:maxPayload]
 			}
 		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err := n.bus.send(ctx, payloads, control)
+		cancel()
 		if err == nil {
-			err = n.send(conn, payloads, control)
+			n.stats.NotifySent.Add(int64(len(payloads) + len(control)))
+			continue
 		}
-		if err != nil {
-			// The others' catch-up finds these commits within their poll
-			// interval; control messages are retried once on a fresh
-			// connection, and a node whose listener reconnects drops its
-			// whole auth cache.
-			n.log.Error("cluster notify failed; the other nodes catch up by polling", "err", err)
-			if conn != nil {
-				conn.Close(context.Background())
-				conn = nil
+		// The others' catch-up finds these commits within their poll
+		// interval; control messages are retried, and a node whose
+		// listener resubscribes drops its whole auth cache.
+		n.log.Error("cluster wake-up failed; the other nodes catch up by polling", "bus", n.bus.name(), "err", err)
+		if len(control) > 0 {
+			n.mu.Lock()
+			n.control = append(control, n.control...)
+			n.mu.Unlock()
+			select {
+			case <-n.stop:
+				return
+			case <-time.After(time.Second):
 			}
-			if len(control) > 0 {
-				n.mu.Lock()
-				n.control = append(control, n.control...)
-				n.mu.Unlock()
-				select {
-				case <-n.stop:
-					return
-				case <-time.After(time.Second):
-				}
-				select {
-				case n.wakeOut <- struct{}{}:
-				default:
-				}
+			select {
+			case n.wakeOut <- struct{}{}:
+			default:
 			}
 		}
 	}
@@ -476,27 +482,6 @@ func (n *Node) connect(name string) (*pgx.Conn, error) {
 		return nil, fmt.Errorf("cluster: connect: %w", err)
 	}
 	return conn, nil
-}
-
-// send sends the payloads in one round trip.
-func (n *Node) send(conn *pgx.Conn, events, control []string) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	b := &pgx.Batch{}
-	for _, p := range events {
-		b.Queue(`SELECT pg_notify($1, $2)`, EventsChannel, p)
-	}
-	for _, p := range control {
-		if len(p) > maxPayload {
-			p = p[:maxPayload]
-		}
-		b.Queue(`SELECT pg_notify($1, $2)`, ControlChannel, p)
-	}
-	if err := conn.SendBatch(ctx, b).Close(); err != nil {
-		return fmt.Errorf("cluster: notify: %w", err)
-	}
-	n.stats.NotifySent.Add(int64(b.Len()))
-	return nil
 }
 
 // encodeEvents renders spans as payloads "<node> <session>:<first>:<last> ...",
@@ -544,9 +529,10 @@ func decodeEvents(payload string) (node string, spans map[string]span, err error
 	return fields[0], spans, nil
 }
 
-// listener holds the dedicated LISTEN connection, reconnecting with a
-// bounded backoff. Every (re)connect owes a catch-up, as notifications sent
-// while it was down are lost.
+// listener keeps the bus's subscription, subscribing again with a bounded
+// backoff. Every (re)subscription owes a catch-up and drops the cached
+// authentications, as wake-ups and control messages sent while it was down
+// are lost.
 func (n *Node) listener() {
 	defer n.wg.Done()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -557,11 +543,11 @@ func (n *Node) listener() {
 	}()
 	backoff := 100 * time.Millisecond
 	for ctx.Err() == nil {
-		err := n.listen(ctx)
+		err := n.bus.listen(ctx, n.subscribed, n.received)
 		if ctx.Err() != nil {
 			return
 		}
-		n.log.Error("cluster listener lost its connection; reconnecting", "err", err, "backoff", backoff)
+		n.log.Error("cluster listener lost its subscription; subscribing again", "bus", n.bus.name(), "err", err, "backoff", backoff)
 		select {
 		case <-ctx.Done():
 			return
@@ -571,27 +557,11 @@ func (n *Node) listener() {
 	}
 }
 
-func (n *Node) listen(ctx context.Context) error {
-	conn, err := n.connect("aspd-listen")
-	if err != nil {
-		return err
-	}
-	defer conn.Close(context.Background())
-	for _, ch := range []string{EventsChannel, ControlChannel} {
-		if _, err := conn.Exec(ctx, "LISTEN "+ch); err != nil {
-			return err
-		}
-	}
+// subscribed is called by the bus each time it (re)subscribes.
+func (n *Node) subscribed() {
 	n.stats.ListenerResets.Add(1)
 	n.local.ResetAuth()
 	n.owe(nil, true)
-	for {
-		msg, err := conn.WaitForNotification(ctx)
-		if err != nil {
-			return err
-		}
-		n.received(msg.Channel, msg.Payload)
-	}
 }
 
 // received dispatches one notification.
