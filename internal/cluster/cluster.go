@@ -5,8 +5,9 @@
 // After a node commits, the notifier sends the session ids and sequence
 // ranges (never events) on the aspd_events channel, coalesced: one NOTIFY
 // per batch of commits, from its own connection, outside every write
-// transaction. Each node LISTENs on one dedicated connection; on a
-// notification for a session it reads the new events from the store once
+// transaction. Each node LISTENs on one dedicated connection. (With
+// Config.NATSURL the same payloads travel on NATS subjects instead: bus.go,
+// nats.go.) On a wake-up for a session it reads the new events from the store once
 // and hands them to its hub, which delivers them to local connections like
 // a local commit. A catch-up, run when the listening connection
 // (re)connects and every poll interval, compares the heads of the sessions
