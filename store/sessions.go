@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/aspd/aspd/internal/search"
 	"github.com/aspd/aspd/internal/visibility"
 	"github.com/aspd/aspd/protocol"
 	"github.com/aspd/aspd/trust"
@@ -278,7 +279,7 @@ type SendMessage struct {
 func (s *Store) SendMessage(ctx context.Context, req SendMessage) (protocol.SendMessageResponse, *Commit, error) {
 	// On the caller's goroutine, so that the committer's transaction does
 	// not spend its time decoding content.
-	req.index = newSearchInput(s.d, req.Content)
+	req.index = newSearchInput(s.d, search.ExtractContent(req.Content))
 	if req.Binding != nil {
 		return s.sendBinding(ctx, req)
 	}

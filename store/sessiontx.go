@@ -34,11 +34,11 @@ type StoredEvent struct {
 // searchInput is an event's search text and, on PostgreSQL, its words.
 type searchInput struct{ text, words string }
 
-// newSearchInput extracts a message's search index input from its content.
-func newSearchInput(d dialect, content json.RawMessage) *searchInput {
-	in := &searchInput{text: search.ExtractContent(content)}
+// newSearchInput is the search index input of an event whose text is text.
+func newSearchInput(d dialect, text string) *searchInput {
+	in := &searchInput{text: text}
 	if d.searchWordsArg() {
-		in.words = search.WordText(in.text)
+		in.words = search.WordText(text)
 	}
 	return in
 }
@@ -443,10 +443,7 @@ func eventValues(b *strings.Builder, d dialect, args []any, events []StoredEvent
 		n := len(args)
 		in := e.index
 		if in == nil {
-			in = &searchInput{text: search.ExtractEvent(e.Type, e.Body)}
-			if d.searchWordsArg() {
-				in.words = search.WordText(in.text)
-			}
+			in = newSearchInput(d, search.ExtractEvent(e.Type, e.Body))
 		}
 		_, vals := d.eventSearchColumns(fmt.Sprintf("$%d", n+9), fmt.Sprintf("$%d", n+10))
 		fmt.Fprintf(b, "($%d, $%d, $%d, $%d, $%d, $%d, $%d, $%d%s)", n+1, n+2, n+3, n+4, n+5, n+6, n+7, n+8, vals)

@@ -160,15 +160,21 @@ func (a *App) Close() {
 // expireFrames drops retained frames past their age even on handles that
 // nothing touches any more, so retention memory follows --frame-retain-age.
 func (a *App) expireFrames() {
+	a.every(5*time.Second, func() { a.streams.ExpireAll() })
+}
+
+// every runs fn every d until the application stops, as one of the
+// background goroutines a.wg counts.
+func (a *App) every(d time.Duration, fn func()) {
 	defer a.wg.Done()
-	t := time.NewTicker(5 * time.Second)
+	t := time.NewTicker(d)
 	defer t.Stop()
 	for {
 		select {
 		case <-a.stop:
 			return
 		case <-t.C:
-			a.streams.ExpireAll()
+			fn()
 		}
 	}
 }
@@ -176,27 +182,18 @@ func (a *App) expireFrames() {
 // sweepGrace promotes disconnects older than the grace window to
 // session.left {reason: grace_expired}.
 func (a *App) sweepGrace() {
-	defer a.wg.Done()
-	every := min(max(a.cfg.GraceWindow/4, 50*time.Millisecond), time.Second)
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-a.stop:
-			return
-		case <-t.C:
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			commits, err := a.expireGraceLocked(ctx, time.Now().Add(-a.cfg.GraceWindow).UnixMilli())
-			cancel()
-			if err != nil {
-				a.log.Error("grace window sweep failed", "err", err)
-			}
-			if len(commits) > 0 {
-				a.log.Info("grace window expired", "sessions", len(commits))
-			}
-			a.publish(commits...)
+	a.every(min(max(a.cfg.GraceWindow/4, 50*time.Millisecond), time.Second), func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		commits, err := a.expireGraceLocked(ctx, time.Now().Add(-a.cfg.GraceWindow).UnixMilli())
+		cancel()
+		if err != nil {
+			a.log.Error("grace window sweep failed", "err", err)
 		}
-	}
+		if len(commits) > 0 {
+			a.log.Info("grace window expired", "sessions", len(commits))
+		}
+		a.publish(commits...)
+	})
 }
 
 // presence appends session.reconnected/disconnected when an agent's first

@@ -95,21 +95,11 @@ func (a *App) startCluster(ctx context.Context) error {
 
 // sweepNodes expires nodes whose heartbeat is older than the node expiry.
 func (a *App) sweepNodes() {
-	defer a.wg.Done()
-	cfg := a.node.Config()
-	every := min(max(cfg.NodeExpiry/10, 100*time.Millisecond), time.Second)
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-a.stop:
-			return
-		case <-t.C:
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			a.sweepNodesOnce(ctx)
-			cancel()
-		}
-	}
+	a.every(min(max(a.node.Config().NodeExpiry/10, 100*time.Millisecond), time.Second), func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		a.sweepNodesOnce(ctx)
+		cancel()
+	})
 }
 
 func (a *App) sweepNodesOnce(ctx context.Context) {

@@ -101,3 +101,10 @@ func commit(sid string, first, last int64) *store.Commit {
 	}
 	return c
 }
+
+func TestRedactURL(t *testing.T) {
+	got := redactURL("nats://aspd:s3cret@a:4222, nats://tok3n@b:4222,nats://c:4222")
+	if strings.Contains(got, "s3cret") || strings.Contains(got, "tok3n") || !strings.Contains(got, "nats://c:4222") || strings.Count(got, "xxxxx") != 2 {
+		t.Fatalf("redactURL = %q", got)
+	}
+}

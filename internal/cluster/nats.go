@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -34,7 +35,7 @@ func dialNATS(rawURL, prefix, nodeID string, onReconnect func()) (*natsBus, erro
 		nats.ReconnectHandler(func(*nats.Conn) { onReconnect() }),
 	)
 	if err != nil {
-		return nil, fmt.Errorf("cluster: NATS at %s: %w", RedactURL(rawURL), err)
+		return nil, fmt.Errorf("cluster: NATS at %s: %w", redactURL(rawURL), err)
 	}
 	return &natsBus{nc: nc, prefix: prefix}, nil
 }
@@ -99,14 +100,21 @@ func (b *natsBus) listen(ctx context.Context, subscribed func(), recv func(chann
 
 func (b *natsBus) close() { b.nc.Close() }
 
-// RedactURL hides a URL's password (and a bare user token) for logs.
-func RedactURL(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "(unparsable URL)"
+// redactURL hides the passwords (and bare user tokens) of a NATS server
+// list for errors and logs.
+func redactURL(raw string) string {
+	parts := strings.Split(raw, ",")
+	for i, one := range parts {
+		u, err := url.Parse(strings.TrimSpace(one))
+		switch {
+		case err != nil:
+			parts[i] = "(unparsable URL)"
+		case u.User != nil:
+			u.User = url.User("xxxxx")
+			parts[i] = u.String()
+		default:
+			parts[i] = u.String()
+		}
 	}
-	if u.User != nil {
-		u.User = url.User("xxxxx")
-	}
-	return u.String()
+	return strings.Join(parts, ",")
 }
