@@ -16,7 +16,9 @@ import (
 //	level=INFO msg=request method=GET route=/sessions/:id status=200 duration_ms=1.204 agent=@alice.example request_id=5f0c...
 //
 // It logs the route pattern, never the raw path or query: a path may carry
-// ids and a query may carry a token (GET /connect?token=...). The agent is
+// ids and a query may carry a token (GET /connect?token=...). The method and
+// the route are the metric's closed label sets (metrics.go): "other" for a
+// non-standard method, "unmatched" for a path that no route matched. The agent is
 // the authenticated handle, absent when the request was not authenticated.
 //
 // A WebSocket handler returns once the connection is handed to its reader;
@@ -63,11 +65,8 @@ func (s *Server) detachAccessLog(c echo.Context) (end func()) {
 // reused once the handler returns) and returns the func that logs it.
 func (s *Server) accessRecord(c echo.Context, start time.Time) func(time.Duration) {
 	req := c.Request()
-	method := req.Method
-	route := c.Path()
-	if route == "" {
-		route = "unmatched"
-	}
+	method := methodLabel(req.Method)
+	route := s.metrics.routeLabel(c.Path())
 	status := c.Response().Status
 	if !c.Response().Committed && status == http.StatusOK {
 		// Nothing was written: the client went away before an answer.

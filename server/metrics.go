@@ -21,6 +21,9 @@ type metrics struct {
 	requests *prometheus.HistogramVec
 	delivery prometheus.Histogram
 	handler  http.Handler
+	// routes is the closed set of route patterns a request may be labelled
+	// with; filled once the routes are registered (setRoutes).
+	routes map[string]struct{}
 }
 
 // latencyBuckets, in seconds: 0.5ms to 10s.
@@ -52,9 +55,49 @@ func newMetrics(s *Server) *metrics {
 	return m
 }
 
-// observeRequest records one finished request.
+// observeRequest records one finished request. Every label comes from a
+// closed set, never from the request as sent: a client that could choose a
+// label value (an invented method, a random path) would add a series for
+// good with each request, a memory leak that needs no token.
 func (m *metrics) observeRequest(method, route string, status int, d time.Duration) {
-	m.requests.WithLabelValues(method, route, strconv.Itoa(status/100)+"xx").Observe(d.Seconds())
+	m.requests.WithLabelValues(method, m.routeLabel(route), statusClass(status)).Observe(d.Seconds())
+}
+
+// setRoutes records the registered route patterns: the only route labels.
+func (m *metrics) setRoutes(routes []*echo.Route) {
+	m.routes = make(map[string]struct{}, len(routes))
+	for _, r := range routes {
+		m.routes[r.Path] = struct{}{}
+	}
+}
+
+// routeLabel is the route pattern when it is a registered one, else
+// "unmatched" (echo names the nearest tree node for a 404 or 405).
+func (m *metrics) routeLabel(route string) string {
+	if _, ok := m.routes[route]; ok {
+		return route
+	}
+	return "unmatched"
+}
+
+// methodLabel is the request method when it is one of HTTP's standard
+// methods, else "other". The access log uses it too, so that an invented
+// 2,000-character method is not written out either.
+func methodLabel(method string) string {
+	switch method {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
+		http.MethodDelete, http.MethodOptions, http.MethodConnect, http.MethodTrace:
+		return method
+	}
+	return "other"
+}
+
+// statusClass is "1xx" to "5xx", or "other" for a status outside them.
+func statusClass(status int) string {
+	if status < 100 || status > 599 {
+		return "other"
+	}
+	return strconv.Itoa(status/100) + "xx"
 }
 
 // observeDelivery is the hub's OnLiveWrite.

@@ -155,6 +155,7 @@ func (s *Server) routes() *echo.Echo {
 	// their own; every call they make goes to /admin/v1 with the token.
 	e.GET("/console", s.consoleHandler())
 	e.GET("/console/*", s.consoleHandler())
+	s.metrics.setRoutes(e.Routes())
 	return e
 }
 
@@ -166,7 +167,7 @@ func (s *Server) routes() *echo.Echo {
 func (s *Server) errorHandler(err error, c echo.Context) {
 	req := c.Request()
 	if errors.Is(req.Context().Err(), context.Canceled) && !isAnswer(err) {
-		s.log.Debug("request abandoned by the client", "method", req.Method, "route", c.Path(), "request_id", requestID(c), "err", err)
+		s.log.Debug("request abandoned by the client", "method", methodLabel(req.Method), "route", c.Path(), "request_id", requestID(c), "err", err)
 		return
 	}
 	if c.Response().Committed {
@@ -197,7 +198,7 @@ func (s *Server) errorHandler(err error, c echo.Context) {
 	}
 	// 501 answers a request for a feature aspd does not offer; it is not a failure.
 	if pe.Status >= 500 && pe.Status != http.StatusNotImplemented {
-		s.log.Error("request failed", "method", req.Method, "route", c.Path(), "request_id", requestID(c), "status", pe.Status, "err", err)
+		s.log.Error("request failed", "method", methodLabel(req.Method), "route", c.Path(), "request_id", requestID(c), "status", pe.Status, "err", err)
 	}
 	if pe.Status == http.StatusTooManyRequests && c.Response().Header().Get("Retry-After") == "" {
 		c.Response().Header().Set("Retry-After", "1")
@@ -288,7 +289,7 @@ func (s *Server) recoverer(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) (err error) {
 		defer func() {
 			if r := recover(); r != nil {
-				s.log.Error("panic in handler", "method", c.Request().Method, "route", c.Path(), "request_id", requestID(c), "panic", r)
+				s.log.Error("panic in handler", "method", methodLabel(c.Request().Method), "route", c.Path(), "request_id", requestID(c), "panic", r)
 				err = errors.New("panic")
 			}
 		}()
