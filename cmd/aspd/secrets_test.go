@@ -365,3 +365,27 @@ func TestClusterNATSFile(t *testing.T) {
 		t.Errorf("malformed NATS URL: %v", err)
 	}
 }
+
+// On SQLite with no key given, chorus.key beside the database is created
+// once (mode 0600) and read back on the next start; a damaged one is named.
+func TestDefaultChorusKey(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "aspd.db")
+	k1, err := defaultChorusKey(db)
+	if err != nil || len(k1) != 32 {
+		t.Fatalf("first start: %v", err)
+	}
+	path := filepath.Join(filepath.Dir(db), "chorus.key")
+	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("chorus.key: %v %v", fi, err)
+	}
+	if k2, err := defaultChorusKey(db); err != nil || !bytes.Equal(k1, k2) {
+		t.Fatalf("second start: %v", err)
+	}
+	if k, err := defaultChorusKey(""); k != nil || err != nil {
+		t.Fatalf("PostgreSQL: %v %v", k, err)
+	}
+	os.WriteFile(path, []byte("garbage-"+secretDBPass), 0o600)
+	if _, err := defaultChorusKey(db); err == nil || !strings.Contains(err.Error(), path) || strings.Contains(err.Error(), secretDBPass) {
+		t.Fatalf("damaged key file: %v", err)
+	}
+}
