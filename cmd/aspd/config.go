@@ -27,7 +27,10 @@ const usageHead = `Usage:
   aspd import [flags]     load an export into an empty store; see aspd import --help
   aspd version            print the version and the revision aspd was built from (also --version)
 
-Every flag can also be set by the environment variable named beside it.
+Every flag can also be set by the environment variable named beside it; a
+flag on the command line wins. Secrets (the database URL, the admin token,
+the Chorus key, the NATS URL) belong in the environment or in the files named
+by their -file flags, not on the command line; their values are never shown.
 
 Flags:
 `
