@@ -51,20 +51,22 @@ type Store struct {
 const requestTxTimeout = 30 * time.Second
 
 // Open connects to the database named by url, runs pending migrations and
-// returns a Store. A url starting with postgres:// or postgresql:// selects
-// PostgreSQL; anything else (a path, or sqlite:PATH) selects the embedded
-// SQLite store.
+// returns a Store. postgres:// or postgresql:// selects PostgreSQL;
+// sqlite:PATH or a plain path selects the embedded SQLite store; any other
+// URL is refused before anything is created (ParseURL).
 func Open(ctx context.Context, url string) (*Store, error) {
+	loc, err := ParseURL(url)
+	if err != nil {
+		return nil, err
+	}
 	var s *Store
-	var err error
-	if strings.HasPrefix(url, "postgres://") || strings.HasPrefix(url, "postgresql://") {
-		s, err = openPostgres(url)
+	if loc.Postgres {
+		s, err = openPostgres(loc.URL)
 	} else {
-		path := strings.TrimPrefix(url, "sqlite:")
-		if err := createSQLiteFile(path); err != nil {
+		if err := createSQLiteFile(loc.Path); err != nil {
 			return nil, err
 		}
-		s, err = openSQLite(path)
+		s, err = openSQLite(loc.Path)
 	}
 	if err != nil {
 		return nil, err

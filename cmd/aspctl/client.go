@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"net/http"
 	"net/url"
@@ -42,14 +43,18 @@ type client struct {
 
 // agentClient is the client of the agent API, authenticated by --token.
 func (a *app) agentClient() (*client, error) {
-	if a.token == "" {
-		return nil, usageErrorf("this command needs an agent token: --token or ASPCTL_TOKEN")
+	tok, err := a.resolveToken()
+	if err != nil {
+		return nil, err
 	}
-	ac, err := aspclient.New(a.server, a.token, aspclient.WithTimeout(requestTimeout))
+	if tok == "" {
+		return nil, usageErrorf("this command needs an agent token: --token, --token-file, ASPCTL_TOKEN or ASPCTL_TOKEN_FILE")
+	}
+	ac, err := aspclient.New(a.server, tok, aspclient.WithTimeout(requestTimeout))
 	if err != nil {
 		return nil, usageErrorf("--server %q: %v", a.server, err)
 	}
-	return &client{server: a.server, token: a.token, api: ac}, nil
+	return &client{server: a.server, token: tok, api: ac}, nil
 }
 
 // adminClient is the client of the operator API, authenticated by the
@@ -68,32 +73,45 @@ func (a *app) adminClient() (*client, error) {
 
 // resolveAdminToken picks the operator token, first found wins:
 // --admin-token, --admin-token-file, ASPCTL_ADMIN_TOKEN,
-// ASPCTL_ADMIN_TOKEN_FILE, ./aspd-data/admin.token.
+// ASPCTL_ADMIN_TOKEN_FILE, ./aspd-data/admin.token. A token and a token file
+// at the same level (both flags, or both variables) are a mistake.
 func (a *app) resolveAdminToken() (string, error) {
+	envTok, envFile := os.Getenv("ASPCTL_ADMIN_TOKEN"), os.Getenv("ASPCTL_ADMIN_TOKEN_FILE")
 	switch {
+	case a.adminFromFlag && a.fileFromFlag:
+		return "", usageErrorf("--admin-token and --admin-token-file are both given: give one")
 	case a.adminFromFlag && a.adminToken != "":
 		return a.adminToken, nil
 	case a.fileFromFlag && a.adminTokenFile != "":
-		return readTokenFile(a.adminTokenFile)
-	case os.Getenv("ASPCTL_ADMIN_TOKEN") != "":
-		return os.Getenv("ASPCTL_ADMIN_TOKEN"), nil
-	case os.Getenv("ASPCTL_ADMIN_TOKEN_FILE") != "":
-		return readTokenFile(os.Getenv("ASPCTL_ADMIN_TOKEN_FILE"))
+		return readTokenFile(a.adminTokenFile, "--admin-token-file "+a.adminTokenFile)
+	case envTok != "" && envFile != "":
+		return "", usageErrorf("ASPCTL_ADMIN_TOKEN and ASPCTL_ADMIN_TOKEN_FILE are both set: set one")
+	case envTok != "":
+		return envTok, nil
+	case envFile != "":
+		return readTokenFile(envFile, "ASPCTL_ADMIN_TOKEN_FILE="+envFile)
 	}
 	if _, err := os.Stat(defaultAdminTokenFile); err == nil {
-		return readTokenFile(defaultAdminTokenFile)
+		return readTokenFile(defaultAdminTokenFile, "the default admin token file ./"+defaultAdminTokenFile)
 	}
 	return "", usageErrorf("this command needs the operator token: --admin-token, --admin-token-file, ASPCTL_ADMIN_TOKEN or ASPCTL_ADMIN_TOKEN_FILE (./%s does not exist)", defaultAdminTokenFile)
 }
 
-func readTokenFile(path string) (string, error) {
+// readTokenFile reads a token from the file at path, named by source for
+// errors (the flag or variable and the path, never the contents); a file
+// that cannot be read or holds nothing is a usage error.
+func readTokenFile(path, source string) (string, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return "", fmt.Errorf("reading the admin token: %w", err)
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return "", usageErrorf("%s: cannot read the file: %v", source, err)
 	}
 	tok := strings.TrimSpace(string(b))
 	if tok == "" {
-		return "", fmt.Errorf("admin token file %s is empty", path)
+		return "", usageErrorf("%s: the file is empty; write the token in it", source)
 	}
 	return tok, nil
 }

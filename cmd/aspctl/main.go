@@ -13,6 +13,7 @@
 //
 //	--server            ASPCTL_SERVER            (default http://127.0.0.1:8080)
 //	--token             ASPCTL_TOKEN             agent token
+//	--token-file        ASPCTL_TOKEN_FILE        file holding the agent token
 //	--admin-token       ASPCTL_ADMIN_TOKEN       operator token
 //	--admin-token-file  ASPCTL_ADMIN_TOKEN_FILE  file holding the operator token
 //	                                             (default ./aspd-data/admin.token, if it exists)
@@ -63,10 +64,13 @@ type app struct {
 
 	server         string
 	token          string
+	tokenFile      string
 	adminToken     string
 	adminTokenFile string
 	adminFromFlag  bool // --admin-token given on the command line
 	fileFromFlag   bool // --admin-token-file given on the command line
+
+	tokenFromFlag, tokenFileFromFlag bool // --token, --token-file given
 }
 
 // command is one aspctl command: its name ("agent create"), positional
@@ -95,8 +99,12 @@ func init() {
 func (a *app) parseGlobal(args []string) ([]string, error) {
 	fs := flag.NewFlagSet("aspctl", flag.ContinueOnError)
 	fs.StringVar(&a.server, "server", envOr("ASPCTL_SERVER", "http://127.0.0.1:8080"), "aspd base URL (env ASPCTL_SERVER)")
-	fs.StringVar(&a.token, "token", os.Getenv("ASPCTL_TOKEN"), "agent token, for agent commands (env ASPCTL_TOKEN)")
-	fs.StringVar(&a.adminToken, "admin-token", "", "operator token, for operator commands (env ASPCTL_ADMIN_TOKEN)")
+	// Tokens are never flag defaults, even from the environment: package
+	// flag prints defaults in the usage (on -h and after every flag
+	// mistake). The environment is read after parsing instead.
+	fs.StringVar(&a.token, "token", "", secretUsage("agent token, for agent commands (env ASPCTL_TOKEN)", "ASPCTL_TOKEN"))
+	fs.StringVar(&a.tokenFile, "token-file", "", "file holding the agent token (env ASPCTL_TOKEN_FILE)")
+	fs.StringVar(&a.adminToken, "admin-token", "", secretUsage("operator token, for operator commands (env ASPCTL_ADMIN_TOKEN)", "ASPCTL_ADMIN_TOKEN"))
 	fs.StringVar(&a.adminTokenFile, "admin-token-file", "", "file holding the operator token (env ASPCTL_ADMIN_TOKEN_FILE; default ./"+defaultAdminTokenFile+" if it exists)")
 	fs.Usage = func() { a.usage(fs.Output(), fs) }
 	if err := a.parseFlags(fs, args); err != nil {
@@ -105,6 +113,8 @@ func (a *app) parseGlobal(args []string) ([]string, error) {
 	fs.Visit(func(f *flag.Flag) {
 		a.adminFromFlag = a.adminFromFlag || f.Name == "admin-token"
 		a.fileFromFlag = a.fileFromFlag || f.Name == "admin-token-file"
+		a.tokenFromFlag = a.tokenFromFlag || f.Name == "token"
+		a.tokenFileFromFlag = a.tokenFileFromFlag || f.Name == "token-file"
 	})
 	a.server = strings.TrimRight(a.server, "/")
 	if err := checkServer(a.server); err != nil {
@@ -116,6 +126,37 @@ func (a *app) parseGlobal(args []string) ([]string, error) {
 		return nil, usageErrorf("no command given")
 	}
 	return fs.Args(), nil
+}
+
+// secretUsage marks a secret flag's help when the environment sets it; the
+// value itself is never shown.
+func secretUsage(help, env string) string {
+	if os.Getenv(env) != "" {
+		return help + " (set from " + env + "; value not shown)"
+	}
+	return help
+}
+
+// resolveToken returns the agent token: --token or --token-file, else
+// ASPCTL_TOKEN or ASPCTL_TOKEN_FILE. The command line wins over the
+// environment; a token and a token file at the same level are a mistake.
+func (a *app) resolveToken() (string, error) {
+	envTok, envFile := os.Getenv("ASPCTL_TOKEN"), os.Getenv("ASPCTL_TOKEN_FILE")
+	switch {
+	case a.tokenFromFlag && a.tokenFileFromFlag:
+		return "", usageErrorf("--token and --token-file are both given: give one")
+	case a.tokenFromFlag:
+		return a.token, nil
+	case a.tokenFileFromFlag:
+		return readTokenFile(a.tokenFile, "--token-file "+a.tokenFile)
+	case envTok != "" && envFile != "":
+		return "", usageErrorf("ASPCTL_TOKEN and ASPCTL_TOKEN_FILE are both set: set one")
+	case envTok != "":
+		return envTok, nil
+	case envFile != "":
+		return readTokenFile(envFile, "ASPCTL_TOKEN_FILE="+envFile)
+	}
+	return "", nil
 }
 
 func envOr(name, def string) string {

@@ -27,8 +27,10 @@ func clusterFlags(e *envFlags, c *config) {
 	e.dur(&c.cluster.Poll, "cluster-poll", def.Poll,
 		"PostgreSQL: how often a node checks for commits whose wake-up (NOTIFY) it missed; the bound on the delay a missed wake-up causes")
 	e.str(&c.cluster.Addr, "cluster-addr", "", "PostgreSQL: this node's address as operators should see it in the nodes table (default: --listen)")
-	e.str(&c.cluster.NATSURL, "cluster-nats", "",
-		"PostgreSQL: carry the nodes' wake-ups on this NATS server (nats://host:4222) instead of LISTEN/NOTIFY; every node of the network must set it alike")
+	// A NATS URL may carry a user and password or a token: a secret.
+	e.secret(&c.cluster.NATSURL, "cluster-nats",
+		"PostgreSQL: carry the nodes' wake-ups on this NATS server (nats://host:4222) instead of LISTEN/NOTIFY; every node of the network must set it alike").
+		withFile(e, "cluster-nats-file", true, "file holding the --cluster-nats URL, when it carries credentials")
 	e.str(&c.cluster.NATSSubject, "cluster-nats-subject", def.NATSSubject,
 		"PostgreSQL with --cluster-nats: the subject prefix; networks sharing a NATS server need different ones")
 }
@@ -37,20 +39,23 @@ func clusterFlags(e *envFlags, c *config) {
 // letters, digits, - and _ (no wildcards, no spaces).
 var natsSubject = regexp.MustCompile(`^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$`)
 
-func checkCluster(c *config) error {
+func checkCluster(c *config, e *envFlags) error {
 	cl := c.cluster
+	if err := e.check(
+		bound{cl.Heartbeat <= 0, "cluster-heartbeat", "a positive duration, e.g. 3s"},
+		bound{cl.Poll <= 0, "cluster-poll", "a positive duration, e.g. 1s"},
+		bound{cl.NodeExpiry > maxNodeExpiry, "cluster-node-expiry", "at most " + maxNodeExpiry.String()},
+		bound{!natsSubject.MatchString(cl.NATSSubject), "cluster-nats-subject", "dot-separated tokens of letters, digits, - and _ (no wildcards), e.g. net-1.aspd"},
+	); err != nil {
+		return err
+	}
 	switch {
-	case cl.Heartbeat <= 0 || cl.Poll <= 0:
-		return fmt.Errorf("--cluster-heartbeat and --cluster-poll must be positive")
-	case cl.NodeExpiry > maxNodeExpiry:
-		return fmt.Errorf("--cluster-node-expiry must be at most %s", maxNodeExpiry)
-	case !natsSubject.MatchString(cl.NATSSubject):
-		return fmt.Errorf("--cluster-nats-subject %q must be dot-separated tokens of letters, digits, - and _", cl.NATSSubject)
 	case cl.NATSURL != "" && !validNATSURL(cl.NATSURL):
-		return fmt.Errorf("--cluster-nats must be a nats://, tls://, ws:// or wss:// URL with a host, e.g. nats://127.0.0.1:4222")
+		// The URL is not echoed: it may carry credentials.
+		return fmt.Errorf("the NATS URL from %s must be a nats://, tls://, ws:// or wss:// URL with a host (or a comma-separated list of them), e.g. nats://127.0.0.1:4222", e.secretSource("cluster-nats"))
 	case cl.NodeExpiry <= 2*cl.Heartbeat:
-		return fmt.Errorf("--cluster-node-expiry (%s) must be more than twice --cluster-heartbeat (%s), or a slow heartbeat would expire a live node",
-			cl.NodeExpiry, cl.Heartbeat)
+		return fmt.Errorf("%s is not more than twice %s: a slow heartbeat would expire a live node; raise --cluster-node-expiry or lower --cluster-heartbeat",
+			e.describe("cluster-node-expiry"), e.describe("cluster-heartbeat"))
 	}
 	return nil
 }

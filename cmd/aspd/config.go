@@ -1,9 +1,13 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
+	"io"
+	"io/fs"
 	"log/slog"
+	"net"
 	"os"
 	"strconv"
 	"strings"
@@ -13,6 +17,7 @@ import (
 	"github.com/aspd/aspd/protocol"
 	"github.com/aspd/aspd/replay"
 	"github.com/aspd/aspd/server"
+	"github.com/aspd/aspd/store"
 )
 
 // usageHead opens `aspd --help`: the subcommands, then the server's flags.
@@ -22,7 +27,10 @@ const usageHead = `Usage:
   aspd import [flags]     load an export into an empty store; see aspd import --help
   aspd version            print the version and the revision aspd was built from (also --version)
 
-Every flag can also be set by the environment variable named beside it.
+Every flag can also be set by the environment variable named beside it; a
+flag on the command line wins. Secrets (the database URL, the admin token,
+the Chorus key, the NATS URL) belong in the environment or in the files named
+by their -file flags, not on the command line; their values are never shown.
 
 Flags:
 `
@@ -33,6 +41,7 @@ type config struct {
 	dataDir        string
 	adminToken     string
 	adminTokenFile string
+	adminTokenFrom string // where the token or its file was given, for messages
 	seed           string
 	graceWindow    time.Duration
 	maxBodyBytes   int64
@@ -69,8 +78,15 @@ type httpConfig struct {
 // envFlags binds each flag to an ASPD_* environment variable that provides
 // its default, so the flag wins over the environment.
 type envFlags struct {
-	fs  *flag.FlagSet
-	err error
+	fs      *flag.FlagSet
+	err     error
+	defs    map[string]string // each flag's built-in default, for error messages
+	secrets []*secretFlag
+	set     map[string]bool // flags given on the command line, after resolve
+}
+
+func newEnvFlags(fs *flag.FlagSet) *envFlags {
+	return &envFlags{fs: fs, defs: map[string]string{}}
 }
 
 func envName(flagName string) string {
@@ -87,6 +103,7 @@ func (e *envFlags) usage(name, help string) string {
 }
 
 func (e *envFlags) str(p *string, name, def, help string) {
+	e.defs[name] = def
 	if v, ok := e.env(name); ok {
 		def = v
 	}
@@ -94,10 +111,11 @@ func (e *envFlags) str(p *string, name, def, help string) {
 }
 
 func (e *envFlags) bool(p *bool, name string, def bool, help string) {
+	e.defs[name] = strconv.FormatBool(def)
 	if v, ok := e.env(name); ok {
 		b, err := strconv.ParseBool(v)
 		if err != nil {
-			e.err = fmt.Errorf("%s: %w", envName(name), err)
+			e.err = fmt.Errorf("%s=%s (--%s) is not true or false", envName(name), v, name)
 		}
 		def = b
 	}
@@ -105,10 +123,11 @@ func (e *envFlags) bool(p *bool, name string, def bool, help string) {
 }
 
 func (e *envFlags) dur(p *time.Duration, name string, def time.Duration, help string) {
+	e.defs[name] = def.String()
 	if v, ok := e.env(name); ok {
 		d, err := time.ParseDuration(v)
 		if err != nil {
-			e.err = fmt.Errorf("%s: %w", envName(name), err)
+			e.err = fmt.Errorf("%s=%s (--%s) is not a duration: write it like 250ms, 30s or 2m", envName(name), v, name)
 		}
 		def = d
 	}
@@ -116,10 +135,11 @@ func (e *envFlags) dur(p *time.Duration, name string, def time.Duration, help st
 }
 
 func (e *envFlags) int(p *int, name string, def int, help string) {
+	e.defs[name] = strconv.Itoa(def)
 	if v, ok := e.env(name); ok {
 		n, err := strconv.Atoi(v)
 		if err != nil {
-			e.err = fmt.Errorf("%s: %w", envName(name), err)
+			e.err = fmt.Errorf("%s=%s (--%s) is not an integer", envName(name), v, name)
 		}
 		def = n
 	}
@@ -127,20 +147,209 @@ func (e *envFlags) int(p *int, name string, def int, help string) {
 }
 
 func (e *envFlags) int64(p *int64, name string, def int64, help string) {
+	e.defs[name] = strconv.FormatInt(def, 10)
 	if v, ok := e.env(name); ok {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil {
-			e.err = fmt.Errorf("%s: %w", envName(name), err)
+			e.err = fmt.Errorf("%s=%s (--%s) is not an integer", envName(name), v, name)
 		}
 		def = n
 	}
 	e.fs.Int64Var(p, name, def, e.usage(name, help))
 }
 
+// secretFlag is a value that must never be shown: not by --help (package
+// flag prints a flag's default, so the environment's value is not made the
+// default but applied by resolve), not in errors, not in logs. It may also
+// be given in a file named by a companion flag (the Docker and Kubernetes
+// secrets convention: ASPD_DATABASE_URL_FILE=/run/secrets/...), which keeps
+// it out of the process's command line and environment.
+type secretFlag struct {
+	p        *string
+	name     string // the value's flag; "" when it has none (ASPD_CHORUS_KEY)
+	env      string
+	file     string  // the companion flag naming a file that holds the value
+	filePath *string // its value
+	read     bool    // resolve reads the file (else the caller does: the admin token file may be created)
+	source   string  // where the value came from, for messages (never the value)
+}
+
+// secret registers the secret flag name (env ASPD_NAME).
+func (e *envFlags) secret(p *string, name, help string) *secretFlag {
+	env := envName(name)
+	e.defs[name] = ""
+	e.fs.StringVar(p, name, "", secretUsage(fmt.Sprintf("%s (env %s)", help, env), env))
+	s := &secretFlag{p: p, name: name, env: env}
+	e.secrets = append(e.secrets, s)
+	return s
+}
+
+// secretEnv binds a secret given only by the environment variable env (no
+// flag: a secret on the command line is readable in /proc/PID/cmdline).
+func (e *envFlags) secretEnv(p *string, env string) *secretFlag {
+	s := &secretFlag{p: p, env: env}
+	e.secrets = append(e.secrets, s)
+	return s
+}
+
+// secretUsage marks a secret's help when the environment sets it: the
+// value itself is never shown.
+func secretUsage(help, env string) string {
+	if os.Getenv(env) != "" {
+		return help + " (set from " + env + "; value not shown)"
+	}
+	return help
+}
+
+// withFile registers the flag name (env ASPD_NAME) naming a file that holds
+// s's value. read: resolve reads it; otherwise it is only the path.
+func (s *secretFlag) withFile(e *envFlags, name string, read bool, help string) *secretFlag {
+	s.file, s.filePath, s.read = name, new(string), read
+	e.defs[name] = ""
+	def, _ := e.env(name) // a path, not a secret: shown as the default
+	usage := e.usage(name, help)
+	if s.name == "" { // the value has no flag of its own to carry the hint
+		usage = secretUsage(usage, s.env)
+	}
+	e.fs.StringVar(s.filePath, name, def, usage)
+	return s
+}
+
+// resolve runs after parsing: it records the flags given on the command
+// line and settles each secret. The command line wins over the
+// environment; the value and its file given together at the same level are
+// a mistake (exit 2), not a silent choice.
+func (e *envFlags) resolve() error {
+	e.set = map[string]bool{}
+	e.fs.Visit(func(f *flag.Flag) { e.set[f.Name] = true })
+	for _, s := range e.secrets {
+		valFlag := s.name != "" && e.set[s.name]
+		fileFlag := s.file != "" && e.set[s.file]
+		var fileSource string
+		switch {
+		case valFlag && fileFlag:
+			return fmt.Errorf("--%s and --%s are both given: give the value or the file that holds it, not both", s.name, s.file)
+		case valFlag:
+			s.source = "--" + s.name
+			continue
+		case fileFlag:
+			fileSource = "--" + s.file + " " + *s.filePath
+		default:
+			v := os.Getenv(s.env)
+			switch {
+			case v != "" && s.file != "" && *s.filePath != "":
+				return fmt.Errorf("%s and %s are both set: set the value or the file that holds it, not both", s.env, envName(s.file))
+			case v != "":
+				*s.p, s.source = v, s.env
+				continue
+			case s.file == "" || *s.filePath == "":
+				continue
+			}
+			fileSource = envName(s.file) + "=" + *s.filePath
+		}
+		if !s.read {
+			s.source = fileSource
+			continue
+		}
+		v, err := readSecretFile(*s.filePath, fileSource)
+		if err != nil {
+			return err
+		}
+		*s.p, s.source = v, fileSource
+	}
+	return nil
+}
+
+// secretSource says where the secret flag name's value came from.
+func (e *envFlags) secretSource(name string) string {
+	for _, s := range e.secrets {
+		if s.name == name {
+			return s.source
+		}
+	}
+	return "--" + name
+}
+
+// maxSecretFile bounds what readSecretFile reads: a secret is a line, and a
+// path mistaken for another file must not fill memory.
+const maxSecretFile = 64 << 10
+
+// readSecretFile returns the contents of the file at path without their
+// trailing whitespace (the newline editors and `echo` add). Errors name the
+// file and source, never the contents.
+func readSecretFile(path, source string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", fmt.Errorf("%s: cannot read the file: %w", source, pathErr(err))
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxSecretFile+1))
+	if err != nil {
+		return "", fmt.Errorf("%s: cannot read the file: %w", source, pathErr(err))
+	}
+	if len(b) > maxSecretFile {
+		return "", fmt.Errorf("%s: the file is larger than %d bytes; it should hold the value only", source, maxSecretFile)
+	}
+	v := strings.TrimRight(string(b), " \t\r\n")
+	if v == "" {
+		return "", fmt.Errorf("%s: the file is empty; write the value in it", source)
+	}
+	return v, nil
+}
+
+// pathErr drops the path from an *fs.PathError, whose message repeats it.
+func pathErr(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
+// describe names a flag and its value as the operator set it, for errors:
+// "--ws-read-limit 0", or "ASPD_WS_READ_LIMIT=0 (--ws-read-limit)" when it
+// came from the environment. Never for a secret.
+func (e *envFlags) describe(name string) string {
+	v := e.fs.Lookup(name).Value.String()
+	if v == "" || strings.ContainsAny(v, " \t") {
+		v = strconv.Quote(v)
+	}
+	if _, fromEnv := e.env(name); fromEnv && !e.set[name] {
+		return fmt.Sprintf("%s=%s (--%s)", envName(name), v, name)
+	}
+	return fmt.Sprintf("--%s %s", name, v)
+}
+
+// invalid is the error of a flag whose value is out of range: it names the
+// flag, its value, what it must be and the default.
+func (e *envFlags) invalid(name, want string) error {
+	def := e.defs[name]
+	if def == "" {
+		def = `""`
+	}
+	return fmt.Errorf("%s is not allowed: it must be %s (default %s)", e.describe(name), want, def)
+}
+
+// bound is one range check of parseConfig: when bad, flag name must be want.
+type bound struct {
+	bad  bool
+	name string
+	want string
+}
+
+func (e *envFlags) check(bounds ...bound) error {
+	for _, b := range bounds {
+		if b.bad {
+			return e.invalid(b.name, b.want)
+		}
+	}
+	return nil
+}
+
 func parseConfig(args []string) (*config, error) {
 	c := &config{}
 	fs := flag.NewFlagSet("aspd", flag.ContinueOnError)
-	e := &envFlags{fs: fs}
+	e := newEnvFlags(fs)
 	lim := protocol.DefaultLimits()
 	hc := replay.DefaultConfig()
 	fc := server.DefaultFramesConfig()
@@ -152,11 +361,11 @@ func parseConfig(args []string) (*config, error) {
 
 	c.chorus.register(e)
 	clusterFlags(e, c)
-	e.str(&c.listen, "listen", "127.0.0.1:8080", "address to serve HTTP and WebSocket on")
-	e.str(&c.databaseURL, "database-url", "", "postgres://... for PostgreSQL; a file path or sqlite:PATH for SQLite; empty = embedded store in --data-dir")
+	e.str(&c.listen, "listen", "127.0.0.1:8080", "address to serve HTTP and WebSocket on, host:port")
+	dbURL := registerDatabaseURL(e, &c.databaseURL)
 	e.str(&c.dataDir, "data-dir", "aspd-data", "directory for the embedded store and the generated admin token")
-	e.str(&c.adminToken, "admin-token", "", "operator token for /admin/v1 (prefer the env var or the token file)")
-	e.str(&c.adminTokenFile, "admin-token-file", "", "file holding the operator token; created with a random token (mode 0600) if missing (default <data-dir>/admin.token)")
+	admin := e.secret(&c.adminToken, "admin-token", "operator token for /admin/v1; prefer the environment or --admin-token-file, since the command line is visible to other users").
+		withFile(e, "admin-token-file", false, "file holding the operator token; created with a random token (mode 0600) if missing (default <data-dir>/admin.token)")
 	e.str(&c.seed, "seed", "", `JSON file of agents to provision at start-up, idempotently: {"@alice.test": {"token": "...", "inbound_policy": "open", "allowlist": []}, "@bob.test": "token"}`)
 	e.bool(&c.groupCommit, "group-commit", true, "append concurrent messages in shared transactions (one commit per batch); false = one transaction per message")
 	e.int(&c.committers, "committers", 0, "group-commit workers (0 = 2 on PostgreSQL, 1 on SQLite)")
@@ -205,10 +414,25 @@ func parseConfig(args []string) (*config, error) {
 		return nil, e.err
 	}
 	if fs.NArg() > 0 {
-		return nil, fmt.Errorf("unexpected arguments: %v", fs.Args())
+		return nil, unexpectedArgs(fs.Args(), "aspd takes flags only (and the subcommands export, import and version first); see aspd --help")
+	}
+	if err := e.resolve(); err != nil {
+		return nil, err
+	}
+	c.adminTokenFile, c.adminTokenFrom = *admin.filePath, admin.source
+	if err := checkDatabaseURL(c.databaseURL, dbURL.source); err != nil {
+		return nil, err
 	}
 	if c.adminToken != "" {
-		if err := checkAdminToken(c.adminToken, "--admin-token (or ASPD_ADMIN_TOKEN)"); err != nil {
+		if err := checkAdminToken(c.adminToken, admin.source); err != nil {
+			return nil, err
+		}
+	}
+	if err := checkAddr(e, "listen", "127.0.0.1:8080 (this host only) or 0.0.0.0:8080 (every interface)"); err != nil {
+		return nil, err
+	}
+	if c.pprof != "" {
+		if err := checkAddr(e, "pprof", "127.0.0.1:6060"); err != nil {
 			return nil, err
 		}
 	}
@@ -219,7 +443,7 @@ func parseConfig(args []string) (*config, error) {
 		return nil, fmt.Errorf("--log-format must be text or json, not %q", c.logFormat)
 	}
 	if frameRate, err := strconv.ParseFloat(c.frameRate, 64); err != nil || frameRate <= 0 {
-		return nil, fmt.Errorf("--frame-rate must be a positive number")
+		return nil, e.invalid("frame-rate", "a positive number of submissions per second, e.g. 0.5 or 20")
 	} else {
 		fc.RatePerSecond = frameRate
 	}
@@ -227,50 +451,113 @@ func parseConfig(args []string) (*config, error) {
 		name string
 		v    string
 		out  *float64
-	}{{"--contact-rate", c.contactRate, &c.contactRateV}, {"--message-rate", c.messageRate, &c.messageRateV}} {
+	}{{"contact-rate", c.contactRate, &c.contactRateV}, {"message-rate", c.messageRate, &c.messageRateV}} {
 		f, err := strconv.ParseFloat(r.v, 64)
 		if err != nil || f < 0 {
-			return nil, fmt.Errorf("%s must be a number >= 0", r.name)
+			return nil, e.invalid(r.name, "a number >= 0 (per agent per second; 0 = unlimited)")
 		}
 		*r.out = f
 	}
-	if c.contactBurst < 1 || c.messageBurst < 1 {
-		return nil, fmt.Errorf("--contact-burst and --message-burst must be at least 1")
-	}
-	if err := c.chorus.check(); err != nil {
+	if err := e.check(
+		bound{c.contactBurst < 1, "contact-burst", "at least 1"},
+		bound{c.messageBurst < 1, "message-burst", "at least 1"},
+	); err != nil {
 		return nil, err
 	}
-	if err := checkCluster(c); err != nil {
+	if err := c.chorus.check(e); err != nil {
+		return nil, err
+	}
+	if err := checkCluster(c, e); err != nil {
 		return nil, err
 	}
 	c.limits = lim
 	c.hub = hc
 	c.frames = fc
-	switch {
-	case c.graceWindow <= 0:
-		return nil, fmt.Errorf("--grace-window must be positive")
-	case c.maxBodyBytes < 1024:
-		return nil, fmt.Errorf("--max-body-bytes must be at least 1024")
-	case lim.MaxContentBytes <= 0 || lim.MaxParts <= 0 || lim.MaxInvitees <= 0 || lim.MaxTopicBytes <= 0 || lim.MaxMetadataBytes <= 0:
-		return nil, fmt.Errorf("limits must be positive")
-	case fc.MaxReach < fc.MaxStreams:
+	const positive, positiveDur = "a positive number", "a positive duration, e.g. 30s"
+	if err := e.check(
+		bound{c.graceWindow <= 0, "grace-window", positiveDur},
+		bound{c.maxBodyBytes < 1024, "max-body-bytes", "at least 1024 (bytes)"},
+		bound{lim.MaxContentBytes <= 0, "max-content-bytes", "a positive number of bytes"},
+		bound{lim.MaxParts <= 0, "max-parts", positive},
+		bound{lim.MaxInvitees <= 0, "max-invitees", positive},
+		bound{lim.MaxTopicBytes <= 0, "max-topic-bytes", "a positive number of bytes"},
+		bound{lim.MaxMetadataBytes <= 0, "max-metadata-bytes", "a positive number of bytes"},
+		bound{fc.Validation.MaxSkewPast < 0, "frame-max-age", "a duration >= 0"},
+		bound{fc.Validation.MaxSkewFuture < 0, "frame-max-future", "a duration >= 0"},
+		bound{fc.MaxFrameBytes < 1024, "frame-max-bytes", "at least 1024 (bytes)"},
+		bound{fc.Retention.RetainBytes < 0, "frame-retain-bytes", "a number of bytes >= 0 (0 = no byte bound)"},
+		bound{fc.Burst <= 0, "frame-burst", positive},
+		bound{fc.MaxReach <= 0, "frame-max-reach", positive},
+		bound{fc.MaxStreams <= 0, "frame-max-streams", positive},
+		bound{fc.Retention.RetainCount < 0, "frame-retain-count", "a number >= 0 (0 disables resumption)"},
+		bound{fc.Retention.Buffer <= 0, "frame-stream-buffer", positive},
+		bound{fc.Keepalive <= 0, "frame-keepalive", positiveDur},
+		bound{c.http.readTimeout <= 0, "http-read-timeout", positiveDur},
+		bound{c.http.readHeaderTimeout <= 0, "http-read-header-timeout", positiveDur},
+		bound{c.http.idleTimeout <= 0, "http-idle-timeout", positiveDur},
+		bound{c.http.maxHeaderBytes < 4096, "http-max-header-bytes", "at least 4096 (bytes)"},
+		bound{c.pingInterval <= 0, "ws-ping-interval", positiveDur},
+		bound{hc.WriteTimeout <= 0, "ws-write-timeout", positiveDur},
+		bound{hc.MaxLag <= 0, "ws-max-lag", "a positive number of events"},
+		bound{hc.RingSize <= 0, "ring-size", "a positive number of events"},
+		bound{hc.CursorFlushInterval <= 0, "cursor-flush-interval", positiveDur},
+		bound{hc.ConfirmInterval <= 0, "ws-confirm-interval", positiveDur},
+		bound{c.wsReadLimit <= 0, "ws-read-limit", "a positive number of bytes"},
+	); err != nil {
+		return nil, err
+	}
+	if fc.MaxReach < fc.MaxStreams {
 		// Otherwise a 429 on another agent's scope would reveal that it has
 		// more than --frame-max-reach streams, which the coarsened count hides.
-		return nil, fmt.Errorf("--frame-max-reach (%d) must be at least --frame-max-streams (%d)", fc.MaxReach, fc.MaxStreams)
-	case fc.Validation.MaxSkewPast < 0 || fc.Validation.MaxSkewFuture < 0:
-		return nil, fmt.Errorf("--frame-max-age and --frame-max-future must not be negative")
-	case fc.MaxFrameBytes < 1024 || fc.Retention.RetainBytes < 0:
-		return nil, fmt.Errorf("--frame-max-bytes must be at least 1024 and --frame-retain-bytes not negative")
-	case fc.Burst <= 0 || fc.MaxReach <= 0 || fc.MaxStreams <= 0 || fc.Retention.RetainCount < 0 || fc.Retention.Buffer <= 0 || fc.Keepalive <= 0:
-		return nil, fmt.Errorf("frame settings must be positive")
-	case c.http.readTimeout <= 0 || c.http.readHeaderTimeout <= 0 || c.http.idleTimeout <= 0:
-		return nil, fmt.Errorf("--http-read-timeout, --http-read-header-timeout and --http-idle-timeout must be positive")
-	case c.http.maxHeaderBytes < 4096:
-		return nil, fmt.Errorf("--http-max-header-bytes must be at least 4096")
-	case c.pingInterval <= 0 || hc.WriteTimeout <= 0 || hc.MaxLag <= 0 || hc.RingSize <= 0 || hc.CursorFlushInterval <= 0 || hc.ConfirmInterval <= 0 || c.wsReadLimit <= 0:
-		return nil, fmt.Errorf("WebSocket and delivery settings must be positive")
+		return nil, fmt.Errorf("%s is below %s: --frame-max-reach must be at least --frame-max-streams; raise the one or lower the other",
+			e.describe("frame-max-reach"), e.describe("frame-max-streams"))
 	}
 	return c, nil
+}
+
+// registerDatabaseURL registers --database-url and --database-url-file, for
+// the server and for export and import.
+func registerDatabaseURL(e *envFlags, p *string) *secretFlag {
+	return e.secret(p, "database-url", "postgres://... or postgresql://... for PostgreSQL; sqlite:PATH or a file path for SQLite; empty = embedded store in --data-dir. A PostgreSQL password belongs in the environment or in --database-url-file, not on the command line").
+		withFile(e, "database-url-file", true, "file holding the database URL (trailing newline ignored), e.g. a Docker or Kubernetes secret")
+}
+
+// checkDatabaseURL refuses a database URL that names no store aspd has,
+// before anything is created; the message shows it redacted.
+func checkDatabaseURL(u, source string) error {
+	if u == "" {
+		return nil
+	}
+	if _, err := store.ParseURL(u); err != nil {
+		return fmt.Errorf("the database URL from %s: %w", source, err)
+	}
+	return nil
+}
+
+// checkAddr refuses a listen address that is not host:port with a numeric
+// port, before anything is started.
+func checkAddr(e *envFlags, name, example string) error {
+	v := e.fs.Lookup(name).Value.String()
+	_, port, err := net.SplitHostPort(v)
+	if err == nil {
+		if n, perr := strconv.Atoi(port); perr != nil || n < 0 || n > 65535 {
+			err = errors.New("bad port")
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("%s is not a listen address: set --%s (%s) to host:port with a port number, e.g. %s", e.describe(name), name, envName(name), example)
+	}
+	return nil
+}
+
+// unexpectedArgs reports positional arguments, with anything URL-like
+// redacted: a stray argument may be a database URL (--database-url = URL).
+func unexpectedArgs(args []string, hint string) error {
+	shown := make([]string, len(args))
+	for i, a := range args {
+		shown[i] = strconv.Quote(store.RedactURL(a))
+	}
+	return fmt.Errorf("unexpected arguments %s: %s", strings.Join(shown, " "), hint)
 }
 
 // parseLogLevel reads --log-level: debug, info, warn or error (any case,

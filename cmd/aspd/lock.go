@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/aspd/aspd/store"
 )
 
 // An embedded (SQLite) store serves one aspd at a time. A second process on
@@ -50,10 +52,11 @@ func (e *errStoreLocked) Error() string {
 
 // sqlitePath returns the SQLite file a store URL names, or "" for PostgreSQL.
 func sqlitePath(dbURL string) string {
-	if isPostgresURL(dbURL) {
-		return ""
+	loc, err := store.ParseURL(dbURL)
+	if err != nil || loc.Postgres {
+		return "" // parseConfig has refused a URL that does not parse
 	}
-	return strings.TrimPrefix(dbURL, "sqlite:")
+	return loc.Path
 }
 
 // lockStore takes the exclusive lock of the SQLite store at dbPath, creating

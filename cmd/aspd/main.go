@@ -71,9 +71,12 @@ func run(cfg *config) error {
 
 	dbURL := cfg.databaseURL
 	if dbURL == "" {
-		dbURL = filepath.Join(cfg.dataDir, "aspd.db")
-		log.Info("using the embedded store (single node); for production set --database-url / ASPD_DATABASE_URL to a postgres:// URL",
-			"path", dbURL)
+		// sqlite: so that a data directory with a colon in its name is
+		// still a path.
+		path := filepath.Join(cfg.dataDir, "aspd.db")
+		dbURL = "sqlite:" + path
+		log.Info("using the embedded store (single node); for production set ASPD_DATABASE_URL (or ASPD_DATABASE_URL_FILE) to a postgres:// URL",
+			"path", path)
 	}
 	if err := checkClusterStore(cfg, dbURL); err != nil {
 		return err
@@ -95,7 +98,7 @@ func run(cfg *config) error {
 	if cfg.groupCommit {
 		st.EnableGroupCommit(cfg.committers)
 	}
-	log.Info("store ready", "dialect", st.Dialect(), "group_commit", cfg.groupCommit)
+	log.Info("store ready", "dialect", st.Dialect(), "database", store.RedactURL(dbURL), "group_commit", cfg.groupCommit)
 
 	adminHash, err := adminToken(cfg, log)
 	if err != nil {
@@ -168,47 +171,65 @@ type errListen struct {
 }
 
 func (e *errListen) Error() string {
-	msg := e.err.Error()
-	if errors.Is(e.err, syscall.EADDRINUSE) {
+	var msg, hint string
+	var dns *net.DNSError
+	switch {
+	case errors.Is(e.err, syscall.EADDRINUSE):
 		msg = "the address is already in use (another aspd, or another program, listens on it)"
+		hint = "stop the other process or choose another address with --listen (ASPD_LISTEN)"
+	case errors.Is(e.err, syscall.EACCES):
+		msg = "permission denied"
+		hint = "ports below 1024 need privileges: choose a port above 1023 with --listen (ASPD_LISTEN), e.g. 127.0.0.1:8080, and put a reverse proxy in front if needed"
+	case errors.Is(e.err, syscall.EADDRNOTAVAIL):
+		msg = "no interface of this host has that address"
+		hint = "give an address of this host with --listen (ASPD_LISTEN): 127.0.0.1:8080 for this host only, 0.0.0.0:8080 for every interface"
+	case errors.As(e.err, &dns):
+		msg = "the host name does not resolve (" + dns.Err + ")"
+		hint = "give an IP address or a resolvable host name with --listen (ASPD_LISTEN), e.g. 127.0.0.1:8080"
+	default:
+		msg = e.err.Error()
+		hint = "check --listen (ASPD_LISTEN): host:port, e.g. 127.0.0.1:8080"
 	}
-	return fmt.Sprintf("cannot listen on %s: %s; stop the other process or choose another address with --listen (ASPD_LISTEN)", e.addr, msg)
+	return fmt.Sprintf("cannot listen on %s: %s; %s", e.addr, msg, hint)
 }
 
 func (e *errListen) Unwrap() error { return e.err }
 
-// adminToken returns the SHA-256 of the operator token: from
-// ASPD_ADMIN_TOKEN, else from the token file, which is created with a fresh
-// random token (mode 0600) when it does not exist.
+// adminToken returns the SHA-256 of the operator token: from --admin-token
+// or ASPD_ADMIN_TOKEN, else from the token file, which is created with a
+// fresh random token (mode 0600) when it does not exist.
 func adminToken(cfg *config, log *slog.Logger) ([]byte, error) {
 	if cfg.adminToken != "" {
 		return server.HashToken(cfg.adminToken), nil
 	}
-	path := cfg.adminTokenFile
+	path, source := cfg.adminTokenFile, cfg.adminTokenFrom
 	if path == "" {
 		path = filepath.Join(cfg.dataDir, "admin.token")
+		source = "the admin token file " + path + " (default <data-dir>/admin.token)"
+	} else if source == "" {
+		source = "--admin-token-file " + path
 	}
 	b, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
 		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-			return nil, err
+			return nil, fmt.Errorf("%s: cannot create its directory: %w", source, pathErr(err))
 		}
 		tok := server.NewToken()
 		if err := writeNewFile(path, []byte(tok+"\n")); err != nil {
-			return nil, fmt.Errorf("writing admin token file: %w", err)
+			return nil, fmt.Errorf("%s: the file does not exist and cannot be created with a new token: %w", source, pathErr(err))
 		}
 		log.Info("generated the operator (admin) token", "file", path)
 		return server.HashToken(tok), nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("reading admin token file: %w", err)
+		return nil, fmt.Errorf("%s: cannot read the file: %w", source, pathErr(err))
 	}
 	if fi, err := os.Stat(path); err == nil && fi.Mode().Perm()&0o077 != 0 {
 		log.Warn("the admin token file is readable by other users; restrict it to aspd's user",
 			"file", path, "mode", fmt.Sprintf("%04o", fi.Mode().Perm()), "fix", "chmod 600 "+path)
 	}
 	tok := strings.TrimSpace(string(b))
-	if err := checkAdminToken(tok, "the file "+path); err != nil {
+	if err := checkAdminToken(tok, source); err != nil {
 		return nil, err
 	}
 	log.Info("operator (admin) token loaded", "file", path)

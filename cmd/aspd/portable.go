@@ -10,15 +10,14 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"strings"
 	"syscall"
 
 	"github.com/aspd/aspd/store"
 )
 
 const portableHelp = `Usage:
-  aspd export [--database-url URL | --data-dir DIR] [--include-token-hashes] [-o FILE]
-  aspd import [--database-url URL | --data-dir DIR] [-i FILE]
+  aspd export [--database-url-file FILE | --data-dir DIR] [--include-token-hashes] [-o FILE]
+  aspd import [--database-url-file FILE | --data-dir DIR] [-i FILE]
 
 Move a whole network - agents with their allowlists, blocks and roles,
 sessions, participants, every event, idempotency keys, delivery cursors and
@@ -26,12 +25,15 @@ presence - from one store to another, e.g. from the embedded SQLite store to
 PostgreSQL or back, without losing history.
 
   aspd export --data-dir aspd-data --include-token-hashes -o network.jsonl
-  aspd import --database-url postgres://aspd@db/aspd -i network.jsonl
+  ASPD_DATABASE_URL=postgres://aspd@db/aspd aspd import -i network.jsonl
 
-The store is chosen as the server chooses it: --database-url (postgres://...
-for PostgreSQL, a file path or sqlite:PATH for SQLite), else the embedded
-store <data-dir>/aspd.db, with --data-dir defaulting to "aspd-data". The
-environment variables ASPD_DATABASE_URL and ASPD_DATA_DIR give the defaults.
+The store is chosen as the server chooses it: the database URL
+(postgres:// or postgresql:// for PostgreSQL, sqlite:PATH or a file path for
+SQLite; any other URL is refused) from --database-url, ASPD_DATABASE_URL or
+the file named by --database-url-file (ASPD_DATABASE_URL_FILE), else the
+embedded store <data-dir>/aspd.db, with --data-dir defaulting to
+"aspd-data". Keep a password out of the command line: other users can read
+it there. The environment variables give the defaults.
 
 export reads one consistent snapshot and writes JSON Lines to FILE (default
 standard output): a header line, then one line per record, then an end record
@@ -60,10 +62,10 @@ Flags:
 // runPortable implements `aspd export` and `aspd import`.
 func runPortable(cmd string, args []string) int {
 	fs := flag.NewFlagSet("aspd "+cmd, flag.ContinueOnError)
-	e := &envFlags{fs: fs}
+	e := newEnvFlags(fs)
 	var dbURL, dataDir, file string
 	var withHashes bool
-	e.str(&dbURL, "database-url", "", "postgres://... for PostgreSQL; a file path or sqlite:PATH for SQLite; empty = embedded store in --data-dir")
+	dbFlag := registerDatabaseURL(e, &dbURL)
 	e.str(&dataDir, "data-dir", "aspd-data", "directory of the embedded store (<data-dir>/aspd.db) when --database-url is empty")
 	if cmd == "export" {
 		fs.BoolVar(&withHashes, "include-token-hashes", false, "also export each agent's token hash, so existing agent tokens keep working after import")
@@ -86,16 +88,24 @@ func runPortable(cmd string, args []string) int {
 		return 2
 	}
 	if fs.NArg() > 0 {
-		fmt.Fprintf(os.Stderr, "aspd %s: unexpected arguments: %v\n", cmd, fs.Args())
+		fmt.Fprintf(os.Stderr, "aspd %s: %v\n", cmd, unexpectedArgs(fs.Args(), "see aspd "+cmd+" --help"))
+		return 2
+	}
+	// A foreign URL is refused here, before a file is created or a lock taken.
+	err := e.resolve()
+	if err == nil {
+		err = checkDatabaseURL(dbURL, dbFlag.source)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "aspd %s: %v\n", cmd, err)
 		return 2
 	}
 	if dbURL == "" {
-		dbURL = filepath.Join(dataDir, "aspd.db")
+		dbURL = "sqlite:" + filepath.Join(dataDir, "aspd.db")
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	var err error
 	if cmd == "export" {
 		err = runExport(ctx, dbURL, file, withHashes)
 	} else {
@@ -109,14 +119,14 @@ func runPortable(cmd string, args []string) int {
 }
 
 func isPostgresURL(u string) bool {
-	return strings.HasPrefix(u, "postgres://") || strings.HasPrefix(u, "postgresql://")
+	loc, err := store.ParseURL(u)
+	return err == nil && loc.Postgres
 }
 
 func runExport(ctx context.Context, dbURL, file string, withHashes bool) error {
 	// Opening a SQLite path that does not exist would create an empty store
 	// and export an empty network; a typo must not look like success.
-	if !isPostgresURL(dbURL) {
-		path := strings.TrimPrefix(dbURL, "sqlite:")
+	if path := sqlitePath(dbURL); path != "" {
 		if _, err := os.Stat(path); err != nil {
 			return fmt.Errorf("no store at %s: %w", path, err)
 		}
