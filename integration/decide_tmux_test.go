@@ -79,7 +79,7 @@ func TestDecideInTmux(t *testing.T) {
 		t.Fatalf("the cursor does not start on the recommended option:\n%s", screen)
 	}
 	tm.cmd("send-keys", "-t", "decide:pick", "Down")
-	screen = tm.waitFor("pick", "> 2. Tender fleet")
+	tm.waitFor("pick", "> 2. Tender fleet")
 	tm.cmd("send-keys", "-t", "decide:pick", "Enter")
 	tm.waitFor("pick", "EXIT=0")
 	d := decisionOf(t, nick, m1)

@@ -53,7 +53,7 @@ func TestClusterPresenceAcrossNodes(t *testing.T) {
 		wantEvents(t, "after last drop", tailOf(t, s, sid, 3), step{protocol.EventDisconnected, 3, pAgent(b)})
 		c, err = s.DisconnectOn(bg, "n2", b)
 		wantNone("dropping again", c, err)
-		c, err = s.ConnectOn(bg, "n2", b)
+		_, err = s.ConnectOn(bg, "n2", b)
 		must(t, err)
 		wantEvents(t, "after reconnect", tailOf(t, s, sid, 3),
 			step{protocol.EventDisconnected, 3, pAgent(b)}, step{protocol.EventReconnected, 4, pAgent(b)})
