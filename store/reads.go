@@ -272,7 +272,7 @@ func listSessionsFor(ctx context.Context, q querier, f SessionFilter) ([]protoco
 	}
 	defer rows.Close()
 	out := []protocol.SessionSummary{}
-	var live, past []string         // ids h sees live, and as of its horizon
+	var live, past []string          // ids h sees live, and as of its horizon
 	createdBy := map[string]string{} // of the sessions in past
 	for rows.Next() {
 		var r protocol.SessionSummary
