@@ -197,6 +197,10 @@ func testREST(t *testing.T, dbURL string) {
 	if len(list.Sessions) != 1 || list.Sessions[0].ID != id || list.Sessions[0].Topic != "t" {
 		t.Fatalf("Sessions: %+v", list)
 	}
+	if ps := list.Sessions[0].Participants; len(ps) != 2 || ps[0].Handle != "@rest.alice" || ps[0].Status != protocol.StatusJoined ||
+		ps[1].Handle != "@rest.bob" || ps[1].Status != protocol.StatusInvited {
+		t.Fatalf("Sessions: participants %+v", ps)
+	}
 	if err := bob.Join(ctx, id); err != nil {
 		t.Fatal(err)
 	}

@@ -316,7 +316,8 @@ type SessionsQuery struct {
 }
 
 // Sessions returns one page of the caller's sessions, newest first
-// (GET /sessions). Pass the page's NextCursor as q.Before for the next one.
+// (GET /sessions), each with the participants Session would return. Pass
+// the page's NextCursor as q.Before for the next one.
 func (c *Client) Sessions(ctx context.Context, q SessionsQuery) (*protocol.SessionList[protocol.SessionSummary], error) {
 	v := url.Values{}
 	if q.State != "" {

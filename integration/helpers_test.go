@@ -237,13 +237,14 @@ func (a *agent) getSession(sid string) sessionDoc {
 
 // sessionRow is one entry of GET /sessions.
 type sessionRow struct {
-	ID        string `json:"id"`
-	State     string `json:"state"`
-	Topic     string `json:"topic"`
-	Status    string `json:"status"`
-	CreatedAt int64  `json:"created_at"`
-	EndedAt   int64  `json:"ended_at"`
-	LastSeq   int64  `json:"last_sequence"`
+	ID           string            `json:"id"`
+	State        string            `json:"state"`
+	Topic        string            `json:"topic"`
+	Status       string            `json:"status"`
+	Participants []json.RawMessage `json:"participants"`
+	CreatedAt    int64             `json:"created_at"`
+	EndedAt      int64             `json:"ended_at"`
+	LastSeq      int64             `json:"last_sequence"`
 }
 
 // mySessions is GET /sessions (first page), decoded strictly.

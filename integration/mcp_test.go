@@ -333,7 +333,8 @@ func TestMCPWalkthrough(t *testing.T) {
 			Sessions []sessionRow `json:"sessions"`
 		}
 		eng.ok("list_sessions", map[string]any{"state": "active"}, &list)
-		if len(list.Sessions) != 1 || list.Sessions[0].ID != sid || list.Sessions[0].Status != "joined" || list.Sessions[0].LastSeq != 7 {
+		if len(list.Sessions) != 1 || list.Sessions[0].ID != sid || list.Sessions[0].Status != "joined" || list.Sessions[0].LastSeq != 7 ||
+			len(list.Sessions[0].Participants) != 3 {
 			t.Fatalf("list_sessions: %+v", list.Sessions)
 		}
 

@@ -40,11 +40,8 @@ func (s *Server) adminAuth(next echo.HandlerFunc) echo.HandlerFunc {
 // /connect only) and stores its handle and token in the context.
 func (s *Server) agentAuth(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		tok := bearer(c.Request())
-		if tok == "" && c.Path() == "/connect" {
-			tok = c.QueryParam("token")
-		}
-		if tok == "" {
+		tok, ok := agentToken(c)
+		if !ok || tok == "" {
 			c.Response().Header().Set("WWW-Authenticate", `Bearer realm="aspd"`)
 			return app.Unauthorized()
 		}
@@ -57,6 +54,30 @@ func (s *Server) agentAuth(next echo.HandlerFunc) echo.HandlerFunc {
 		c.Set("token", tok)
 		return next(c)
 	}
+}
+
+// agentToken is the token a request presents: its bearer token, or on
+// /connect its ?token=. A /connect request that presents both must present
+// one token twice (ok false otherwise): which of two agents it means would
+// be a guess, and a proxy or client that adds one form while the caller set
+// the other is confused, not to be served as either agent.
+func agentToken(c echo.Context) (tok string, ok bool) {
+	tok = bearer(c.Request())
+	if c.Path() != "/connect" {
+		return tok, true
+	}
+	// Every value: a repeated token= is refused later (strictQuery), but
+	// not before authentication has picked one.
+	for _, q := range c.QueryParams()["token"] {
+		switch {
+		case q == "":
+		case tok == "":
+			tok = q
+		case subtle.ConstantTimeCompare([]byte(q), []byte(tok)) != 1:
+			return "", false
+		}
+	}
+	return tok, true
 }
 
 // agent is the authenticated agent's handle.

@@ -53,7 +53,8 @@ func (s *Server) connect(c echo.Context) error {
 
 	// The reader owns the connection's lifetime: it answers pings, reads
 	// pongs (which confirm delivery) and acks, notices the peer going away,
-	// and tears everything down. Any other client message is ignored. The
+	// and tears everything down. Any other client message is ignored (unless
+	// it is a text message that is not UTF-8). The
 	// HTTP handler returns now, so an idle connection costs one goroutine,
 	// this one.
 	logEnd := s.detachAccessLog(c)
@@ -73,6 +74,12 @@ func (s *Server) connect(c echo.Context) error {
 			}
 			if typ != websocket.MessageText {
 				continue
+			}
+			// RFC 6455 §8.1: a text message that is not UTF-8 fails the
+			// connection with 1007. The library does not check it.
+			if !utf8.Valid(msg) {
+				conn.Close(int(websocket.StatusInvalidFramePayloadData), "text message is not valid UTF-8")
+				continue // read on until the close handshake ends
 			}
 			ack, err := protocol.DecodeClientMessage(msg)
 			if err != nil {

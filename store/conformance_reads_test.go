@@ -120,8 +120,10 @@ func TestListSessionsForParticipant(t *testing.T) {
 		rows, err := s.ListSessionsFor(bg, store.SessionFilter{Participant: "@c.three", Limit: 100})
 		must(t, err)
 		want := []protocol.SessionSummary{
-			{ID: id[3], State: "active", Topic: "four", Status: "joined", CreatedAt: t0 + 3000, LastSeq: 1},
-			{ID: id[1], State: "ended", Topic: "two", Status: "left", CreatedAt: t0 + 1000, EndedAt: t0 + 1000, LastSeq: 2},
+			{ID: id[3], State: "active", Topic: "four", Status: "joined", CreatedAt: t0 + 3000, LastSeq: 1, Participants: []protocol.Participant{
+				{Handle: "@a.one", Status: "invited"}, {Handle: "@c.three", Status: "joined", JoinedAt: t0 + 3000}}},
+			{ID: id[1], State: "ended", Topic: "two", Status: "left", CreatedAt: t0 + 1000, EndedAt: t0 + 1000, LastSeq: 2, Participants: []protocol.Participant{
+				{Handle: "@a.one", Status: "joined", JoinedAt: t0 + 1000}, {Handle: "@c.three", Status: "left", LeftAt: t0 + 1000}}},
 		}
 		if !reflect.DeepEqual(rows, want) {
 			t.Fatalf("sessions for c:\n got %+v\nwant %+v", rows, want)

@@ -49,7 +49,34 @@ func (s *Store) loadSessions(ctx context.Context, ids []string) ([]*protocol.Ses
 		byID[sess.ID] = &sess
 	}
 	rows.Close()
-	rows, err = s.read.QueryContext(ctx, `SELECT session_id, handle, status, joined_at, left_at FROM participants
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: load sessions: %w", err)
+	}
+	parts, err := participantsOf(ctx, s.read, ids)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*protocol.Session, 0, len(ids))
+	for _, id := range ids {
+		if sess, ok := byID[id]; ok {
+			if p := parts[id]; p != nil {
+				sess.Participants = p
+			}
+			out = append(out, sess)
+		}
+	}
+	return out, nil
+}
+
+// participantsOf returns the current participants of the given sessions,
+// each session's in the order of a snapshot, in one query.
+func participantsOf(ctx context.Context, q querier, ids []string) (map[string][]protocol.Participant, error) {
+	out := make(map[string][]protocol.Participant, len(ids))
+	if len(ids) == 0 {
+		return out, nil
+	}
+	in, args := inList(ids, 1)
+	rows, err := q.QueryContext(ctx, `SELECT session_id, handle, status, joined_at, left_at FROM participants
 		WHERE session_id IN (`+in+`) ORDER BY COALESCE(invited_at, joined_at), handle`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("store: load participants: %w", err)
@@ -63,17 +90,12 @@ func (s *Store) loadSessions(ctx context.Context, ids []string) ([]*protocol.Ses
 			return nil, fmt.Errorf("store: load participants: %w", err)
 		}
 		p.JoinedAt, p.LeftAt = joined.Int64, left.Int64
-		if sess, ok := byID[sid]; ok {
-			sess.Participants = append(sess.Participants, p)
-		}
+		out[sid] = append(out[sid], p)
 	}
-	out := make([]*protocol.Session, 0, len(ids))
-	for _, id := range ids {
-		if sess, ok := byID[id]; ok {
-			out = append(out, sess)
-		}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: load participants: %w", err)
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // AdminSession returns any session's snapshot, for the operator.
@@ -214,17 +236,34 @@ func (f SessionFilter) where() (string, []any) {
 	return " WHERE " + strings.Join(conds, " AND "), args
 }
 
-// ListSessionsFor lists the sessions h is or was a participant of. For a
-// session h is not joined in, state, ended_at and last_sequence are as of
-// h's horizon (see snapshot.go), not the live ones.
+// ListSessionsFor lists the sessions h is or was a participant of, each
+// with the participants h may see: exactly what GetSession shows h. For a
+// session h is not joined in, state, ended_at, last_sequence and
+// participants are as of h's horizon (see snapshot.go), not the live ones.
+//
+// A page costs three queries whatever its length (the sessions, the live
+// participants of those h sees live, the membership events of those h sees
+// as of its horizon), read in one snapshot so that a row's status and
+// participants agree.
 func (s *Store) ListSessionsFor(ctx context.Context, f SessionFilter) ([]protocol.SessionSummary, error) {
+	tx, err := s.read.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true})
+	if err != nil {
+		return nil, fmt.Errorf("store: list sessions: begin: %w", err)
+	}
+	defer tx.Rollback() //nolint:errcheck // read-only
+	return listSessionsFor(ctx, tx, f)
+}
+
+// viewUptoSQL is viewUpto of participant row p, in SQL.
+const viewUptoSQL = `CASE WHEN p.visible_through > p.last_change_seq THEN p.visible_through ELSE p.last_change_seq END`
+
+func listSessionsFor(ctx context.Context, q querier, f SessionFilter) ([]protocol.SessionSummary, error) {
 	where, args := f.where()
 	args = append(args, f.Participant, f.Limit)
-	const upto = `CASE WHEN p.visible_through > p.last_change_seq THEN p.visible_through ELSE p.last_change_seq END`
-	const lastStateEvent = `FROM events e WHERE e.session_id = s.id AND e.sequence <= ` + upto + `
+	const lastStateEvent = `FROM events e WHERE e.session_id = s.id AND e.sequence <= ` + viewUptoSQL + `
 			AND e.type IN ('session.ended', 'session.reopened') ORDER BY e.sequence DESC LIMIT 1`
-	rows, err := s.read.QueryContext(ctx, fmt.Sprintf(`SELECT s.id, s.state, s.topic, p.status, s.created_at, s.ended_at, s.last_seq,
-			CASE WHEN p.status = 'joined' THEN s.last_seq ELSE `+upto+` END,
+	rows, err := q.QueryContext(ctx, fmt.Sprintf(`SELECT s.id, s.state, s.topic, p.status, s.created_at, s.ended_at, s.last_seq, s.created_by,
+			CASE WHEN p.status = 'joined' THEN s.last_seq ELSE `+viewUptoSQL+` END,
 			CASE WHEN p.status = 'joined' THEN NULL ELSE (SELECT e.type `+lastStateEvent+`) END,
 			CASE WHEN p.status = 'joined' THEN NULL ELSE (SELECT e.created_at `+lastStateEvent+`) END
 		FROM sessions s JOIN participants p ON p.session_id = s.id AND p.handle = $%d`+where+` ORDER BY s.id DESC LIMIT $%d`, len(args)-1, len(args)), args...)
@@ -233,25 +272,109 @@ func (s *Store) ListSessionsFor(ctx context.Context, f SessionFilter) ([]protoco
 	}
 	defer rows.Close()
 	out := []protocol.SessionSummary{}
+	var live, past []string          // ids h sees live, and as of its horizon
+	createdBy := map[string]string{} // of the sessions in past
 	for rows.Next() {
 		var r protocol.SessionSummary
 		var ended, stateAt sql.NullInt64
 		var viewSeq int64
+		var creator string
 		var stateType sql.NullString
-		if err := rows.Scan(&r.ID, &r.State, &r.Topic, &r.Status, &r.CreatedAt, &ended, &r.LastSeq, &viewSeq, &stateType, &stateAt); err != nil {
+		if err := rows.Scan(&r.ID, &r.State, &r.Topic, &r.Status, &r.CreatedAt, &ended, &r.LastSeq, &creator, &viewSeq, &stateType, &stateAt); err != nil {
 			return nil, fmt.Errorf("store: list sessions: %w", err)
 		}
 		r.EndedAt = ended.Int64
+		// As GetSession: the live view for a joined participant, or when
+		// nothing happened after the horizon.
 		if r.Status != protocol.StatusJoined && viewSeq < r.LastSeq {
 			r.LastSeq = viewSeq
 			r.State, r.EndedAt = protocol.StateActive, 0
 			if stateType.String == protocol.EventEnded {
 				r.State, r.EndedAt = protocol.StateEnded, stateAt.Int64
 			}
+			past = append(past, r.ID)
+			createdBy[r.ID] = creator
+		} else {
+			live = append(live, r.ID)
 		}
 		out = append(out, r)
 	}
-	return out, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: list sessions: %w", err)
+	}
+	rows.Close()
+	parts, err := participantsOf(ctx, q, live)
+	if err != nil {
+		return nil, err
+	}
+	pastParts, err := participantsAsOfHorizon(ctx, q, f.Participant, past, createdBy, out)
+	if err != nil {
+		return nil, err
+	}
+	for i := range out {
+		r := &out[i]
+		p, ok := parts[r.ID]
+		if !ok {
+			p = pastParts[r.ID]
+		}
+		if p == nil {
+			p = []protocol.Participant{}
+		}
+		r.Participants = p
+	}
+	return out, nil
+}
+
+// participantsAsOfHorizon returns, for each of the sessions ids that viewer
+// is not joined in, its participants as GetSession shows them to viewer:
+// rebuilt from the membership events up to viewer's horizon, viewer's own
+// entry with its status now. One query for all of them. rows gives each
+// session's topic, creation time and viewer's status.
+func participantsAsOfHorizon(ctx context.Context, q querier, viewer string, ids []string, createdBy map[string]string, rows []protocol.SessionSummary) (map[string][]protocol.Participant, error) {
+	out := make(map[string][]protocol.Participant, len(ids))
+	if len(ids) == 0 {
+		return out, nil
+	}
+	in, args := inList(ids, 2)
+	evs, err := q.QueryContext(ctx, `SELECT e.session_id, e.type, e.subject, e.created_at FROM events e
+		JOIN participants p ON p.session_id = e.session_id AND p.handle = $1
+		WHERE e.session_id IN (`+in+`) AND e.sequence <= `+viewUptoSQL+` AND e.type IN `+membershipTypes+`
+		ORDER BY e.session_id, e.sequence`, append([]any{viewer}, args...)...)
+	if err != nil {
+		return nil, fmt.Errorf("store: list sessions: participants: %w", err)
+	}
+	defer evs.Close()
+	byID := make(map[string]*protocol.SessionSummary, len(ids))
+	for i := range rows {
+		byID[rows[i].ID] = &rows[i]
+	}
+	folds := make(map[string]*membership, len(ids))
+	fold := func(sid string) *membership {
+		m := folds[sid]
+		if m == nil {
+			r := byID[sid]
+			m = newMembership(&protocol.Session{ID: sid, Topic: r.Topic, CreatedAt: r.CreatedAt}, createdBy[sid])
+			folds[sid] = m
+		}
+		return m
+	}
+	for evs.Next() {
+		var sid, typ, subject string
+		var at int64
+		if err := evs.Scan(&sid, &typ, &subject, &at); err != nil {
+			return nil, fmt.Errorf("store: list sessions: participants: %w", err)
+		}
+		fold(sid).apply(typ, subject, at)
+	}
+	if err := evs.Err(); err != nil {
+		return nil, fmt.Errorf("store: list sessions: participants: %w", err)
+	}
+	for _, sid := range ids {
+		snap := fold(sid).session() // a session without membership events has its creator
+		ownStatus(snap, viewer, byID[sid].Status)
+		out[sid] = snap.Participants
+	}
+	return out, nil
 }
 
 // ListSessions lists sessions for the operator, with participants.

@@ -94,66 +94,98 @@ func ownStatus(snap *protocol.Session, viewer, status string) {
 // after event upto, from the membership events of the log.
 func (s *Store) snapshotAt(ctx context.Context, cur *protocol.Session, createdBy string, upto int64) (*protocol.Session, error) {
 	rows, err := s.read.QueryContext(ctx, `SELECT type, subject, created_at FROM events
-		WHERE session_id = $1 AND sequence <= $2 AND type IN ('session.invited', 'session.joined', 'session.left', 'session.ended', 'session.reopened')
+		WHERE session_id = $1 AND sequence <= $2 AND type IN `+membershipTypes+`
 		ORDER BY sequence`, cur.ID, upto)
 	if err != nil {
 		return nil, fmt.Errorf("store: snapshot: %w", err)
 	}
 	defer rows.Close()
-	out := &protocol.Session{ID: cur.ID, State: protocol.StateActive, Topic: cur.Topic, CreatedAt: cur.CreatedAt}
-	parts := map[string]*protocol.Participant{}
-	var order []string
-	part := func(h string) *protocol.Participant {
-		p, ok := parts[h]
-		if !ok {
-			p = &protocol.Participant{Handle: h}
-			parts[h] = p
-			order = append(order, h)
-		}
-		return p
-	}
-	creator := part(createdBy)
-	creator.Status, creator.JoinedAt = protocol.StatusJoined, cur.CreatedAt
+	m := newMembership(cur, createdBy)
 	for rows.Next() {
 		var typ, subject string
 		var at int64
 		if err := rows.Scan(&typ, &subject, &at); err != nil {
 			return nil, fmt.Errorf("store: snapshot: %w", err)
 		}
-		switch typ {
-		case protocol.EventInvited:
-			part(subject).Status = protocol.StatusInvited
-		case protocol.EventJoined:
-			p := part(subject)
-			p.Status, p.JoinedAt = protocol.StatusJoined, at
-		case protocol.EventLeft:
-			p := part(subject)
-			p.Status, p.LeftAt = protocol.StatusLeft, at
-		case protocol.EventEnded:
-			out.State, out.EndedAt = protocol.StateEnded, at
-			for _, p := range parts {
-				if p.Status == protocol.StatusInvited {
-					p.Status, p.LeftAt = protocol.StatusLeft, at
-				}
-			}
-		case protocol.EventReopened:
-			out.State, out.EndedAt = protocol.StateActive, 0
-			for h, p := range parts {
-				switch {
-				case h == subject:
-					p.Status, p.JoinedAt = protocol.StatusJoined, at
-				case p.Status == protocol.StatusJoined:
-					p.Status, p.LeftAt = protocol.StatusLeft, at
-				}
-			}
-		}
+		m.apply(typ, subject, at)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err
 	}
-	out.Participants = make([]protocol.Participant, 0, len(order))
-	for _, h := range order {
-		out.Participants = append(out.Participants, *parts[h])
+	return m.session(), nil
+}
+
+// membershipTypes are the event types that change a session's state or
+// participants: those a snapshot is rebuilt from.
+const membershipTypes = `('session.invited', 'session.joined', 'session.left', 'session.ended', 'session.reopened')`
+
+// membership folds a session's membership events, in sequence order, into
+// its state and participants (snapshotAt, and the listing's, for many
+// sessions at once).
+type membership struct {
+	out   *protocol.Session
+	parts map[string]*protocol.Participant
+	order []string
+}
+
+// newMembership starts from the session as created: active, its creator
+// joined. cur gives its id, topic and creation time.
+func newMembership(cur *protocol.Session, createdBy string) *membership {
+	m := &membership{
+		out:   &protocol.Session{ID: cur.ID, State: protocol.StateActive, Topic: cur.Topic, CreatedAt: cur.CreatedAt},
+		parts: map[string]*protocol.Participant{},
 	}
-	return out, nil
+	creator := m.part(createdBy)
+	creator.Status, creator.JoinedAt = protocol.StatusJoined, cur.CreatedAt
+	return m
+}
+
+func (m *membership) part(h string) *protocol.Participant {
+	p, ok := m.parts[h]
+	if !ok {
+		p = &protocol.Participant{Handle: h}
+		m.parts[h] = p
+		m.order = append(m.order, h)
+	}
+	return p
+}
+
+// apply folds in the next membership event.
+func (m *membership) apply(typ, subject string, at int64) {
+	switch typ {
+	case protocol.EventInvited:
+		m.part(subject).Status = protocol.StatusInvited
+	case protocol.EventJoined:
+		p := m.part(subject)
+		p.Status, p.JoinedAt = protocol.StatusJoined, at
+	case protocol.EventLeft:
+		p := m.part(subject)
+		p.Status, p.LeftAt = protocol.StatusLeft, at
+	case protocol.EventEnded:
+		m.out.State, m.out.EndedAt = protocol.StateEnded, at
+		for _, p := range m.parts {
+			if p.Status == protocol.StatusInvited {
+				p.Status, p.LeftAt = protocol.StatusLeft, at
+			}
+		}
+	case protocol.EventReopened:
+		m.out.State, m.out.EndedAt = protocol.StateActive, 0
+		for h, p := range m.parts {
+			switch {
+			case h == subject:
+				p.Status, p.JoinedAt = protocol.StatusJoined, at
+			case p.Status == protocol.StatusJoined:
+				p.Status, p.LeftAt = protocol.StatusLeft, at
+			}
+		}
+	}
+}
+
+// session is the snapshot after the events applied so far.
+func (m *membership) session() *protocol.Session {
+	m.out.Participants = make([]protocol.Participant, 0, len(m.order))
+	for _, h := range m.order {
+		m.out.Participants = append(m.out.Participants, *m.parts[h])
+	}
+	return m.out
 }

@@ -183,7 +183,7 @@ func NewServer(a *app.App) *mcp.Server {
 		})
 
 	tool(s, &mcp.Tool{Name: "list_sessions", Annotations: annotations(true, false, true),
-		Description: "List your sessions, newest first, with your status in each and its last sequence number. Page with cursor."},
+		Description: "List your sessions, newest first, with your status in each, its participants (as get_session shows them to you) and its last sequence number. Page with cursor."},
 		func(ctx context.Context, who string, in ListSessionsArgs) (protocol.SessionList[protocol.SessionSummary], error) {
 			f, err := app.SessionQuery{State: in.State, Status: in.Status, Cursor: in.Cursor, Limit: itoa(in.Limit), Since: in.Since, Until: in.Until}.Filter()
 			if err != nil {
