@@ -68,7 +68,7 @@ type pending struct {
 // TestDecisionRoundTrip: an agent asks its principal with request_decision,
 // the principal finds it with pending_decisions (and read_events carries
 // the envelope beside the events), resolves it with resolve_decision, the
-// agent's await_decision is woken with the resolution, and a second
+// agent's pending await_decision returns the resolution, and a second
 // resolution is refused with already_resolved.
 func TestDecisionRoundTrip(t *testing.T) {
 	forEach(t, nil, func(t *testing.T, a *app.App) {
@@ -141,14 +141,11 @@ func TestDecisionRoundTrip(t *testing.T) {
 		nick.fail(frame.CodeFieldInvalid, "resolve_decision", map[string]any{"moment_id": req.MomentID, "outcome": "selected", "option_idx": 5})
 		nick.fail(protocol.CodeNotFound, "resolve_decision", map[string]any{"moment_id": "msg_00000000000000000000000000", "outcome": "selected", "option_idx": 0})
 
-		// The agent waits; the principal's resolution wakes it.
-		done := make(chan decision, 1)
+		// The agent waits; the principal's resolution ends the wait long
+		// before its timeout (a wake-up, or at worst the one-second re-read).
+		awaitArgs := map[string]any{"moment_id": req.MomentID, "timeout_seconds": 20}
 		start := time.Now()
-		go func() {
-			var d decision
-			bot.ok("await_decision", map[string]any{"moment_id": req.MomentID, "timeout_seconds": 20}, &d)
-			done <- d
-		}()
+		done := bot.start("await_decision", awaitArgs)
 		time.Sleep(200 * time.Millisecond)
 		var res protocol.SendMessageResponse
 		nick.ok("resolve_decision", map[string]any{"moment_id": req.MomentID, "outcome": "selected", "option_idx": 1}, &res)
@@ -157,12 +154,13 @@ func TestDecisionRoundTrip(t *testing.T) {
 		}
 		var got decision
 		select {
-		case got = <-done:
+		case res := <-done:
+			bot.check("await_decision", awaitArgs, res, &got)
 		case <-time.After(15 * time.Second):
-			t.Fatal("await_decision was not woken by the resolution")
+			t.Fatal("a pending await_decision did not return the resolution")
 		}
-		if el := time.Since(start); el > 10*time.Second {
-			t.Fatalf("await_decision returned after %v: not woken", el)
+		if el := time.Since(start); el > 5*time.Second {
+			t.Fatalf("await_decision returned the resolution after %v, want well before its 20 s timeout", el)
 		}
 		r := got.Resolution
 		if got.Status != "resolved" || r == nil || r.Outcome != "selected" || r.OptionIdx == nil || *r.OptionIdx != 1 ||

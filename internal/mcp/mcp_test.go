@@ -75,10 +75,15 @@ func mkAgent(t *testing.T, a *app.App, handle string) string {
 // instance, so production code is unchanged. The real verifier is tested
 // over HTTP (TestHTTPBearer).
 func asCaller(handle string) mcp.Middleware {
+	return withExtra(func() *mcp.RequestExtra { return &mcp.RequestExtra{TokenInfo: &auth.TokenInfo{UserID: handle}} })
+}
+
+// withExtra sets every tool call's RequestExtra to a fresh extra().
+func withExtra(extra func() *mcp.RequestExtra) mcp.Middleware {
 	return func(next mcp.MethodHandler) mcp.MethodHandler {
 		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 			if r, ok := req.(*mcp.CallToolRequest); ok {
-				r.Extra = &mcp.RequestExtra{TokenInfo: &auth.TokenInfo{UserID: handle}}
+				r.Extra = extra()
 			}
 			return next(ctx, method, req)
 		}
@@ -133,7 +138,28 @@ func (c *client) call(name string, args map[string]any) *mcp.CallToolResult {
 // JSON as its structured content, and decodes that into out (if non-nil).
 func (c *client) ok(name string, args map[string]any, out any) {
 	c.t.Helper()
-	res := c.call(name, args)
+	c.check(name, args, c.call(name, args), out)
+}
+
+// start calls a tool on another goroutine; receive its answer with
+// c.check(name, args, <-ch, out) on the test's goroutine.
+func (c *client) start(name string, args map[string]any) <-chan *mcp.CallToolResult {
+	ch := make(chan *mcp.CallToolResult, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		res, err := c.cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
+		if err != nil {
+			res = &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "call failed: " + err.Error()}}}
+		}
+		ch <- res
+	}()
+	return ch
+}
+
+// check is ok's verdict on a result.
+func (c *client) check(name string, args map[string]any, res *mcp.CallToolResult, out any) {
+	c.t.Helper()
 	if res.IsError {
 		c.t.Fatalf("%s: %s %v: error %s", c.handle, name, args, text(res))
 	}
@@ -415,9 +441,31 @@ func TestToolSchemas(t *testing.T) {
 func TestUnauthenticated(t *testing.T) {
 	a := newApp(t, dbtest.SQLite(t), nil)
 	mkAgent(t, a, "@acme.alice")
-	c := connect(t, a, "")
+	c := connect(t, a, "") // no RequestExtra at all
 	c.fail(protocol.CodeUnauthorized, "create_session", map[string]any{"topic": "x"})
 	c.fail(protocol.CodeUnauthorized, "get_roster", nil)
+
+	// Transport extras without token info, or token info naming no agent,
+	// are no caller either.
+	for _, extra := range []func() *mcp.RequestExtra{
+		func() *mcp.RequestExtra { return &mcp.RequestExtra{} },
+		func() *mcp.RequestExtra { return &mcp.RequestExtra{TokenInfo: &auth.TokenInfo{}} },
+	} {
+		srv := aspmcp.NewServer(a)
+		srv.AddReceivingMiddleware(withExtra(extra))
+		st, ct := mcp.NewInMemoryTransports()
+		ss, err := srv.Connect(context.Background(), st, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cs, err := mcp.NewClient(&mcp.Implementation{Name: "aspd-test", Version: "1"}, nil).Connect(context.Background(), ct, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		(&client{t: t, cs: cs}).fail(protocol.CodeUnauthorized, "create_session", map[string]any{"topic": "x"})
+		cs.Close()
+		ss.Wait()
+	}
 	list, err := a.Sessions(context.Background(), "@acme.alice", store.SessionFilter{Limit: 10})
 	if err != nil || len(list.Sessions) != 0 {
 		t.Fatalf("sessions after refused calls: %+v, %v", list, err)

@@ -128,11 +128,12 @@ func TestConversation(t *testing.T) {
 			t.Fatalf("bob's events after joining %v lack alice's message (%+v)", types(evs), first)
 		}
 
-		// Alice waits; bob's reply wakes her wait well before its timeout.
+		// Alice waits; bob's reply ends her wait long before its timeout (a
+		// wake-up, or at worst the one-second re-read).
 		alice.drain()
-		done := make(chan waitResult, 1)
+		waitArgs := map[string]any{"timeout_seconds": 20, "max_events": 10}
 		start := time.Now()
-		go func() { done <- alice.wait(20, 10) }()
+		done := alice.start("wait_for_events", waitArgs)
 		time.Sleep(200 * time.Millisecond) // let the wait begin; a late start only makes it return at once
 		var sent protocol.SendMessageResponse
 		bob.ok("send_message", map[string]any{"session_id": s.SessionID, "content": []any{
@@ -144,12 +145,13 @@ func TestConversation(t *testing.T) {
 		}
 		var got waitResult
 		select {
-		case got = <-done:
+		case res := <-done:
+			alice.check("wait_for_events", waitArgs, res, &got)
 		case <-time.After(15 * time.Second):
-			t.Fatal("alice's wait_for_events was not woken by bob's message")
+			t.Fatal("alice's pending wait_for_events did not return bob's message")
 		}
-		if el := time.Since(start); el > 10*time.Second {
-			t.Fatalf("wait_for_events returned after %v: not woken", el)
+		if el := time.Since(start); el > 5*time.Second {
+			t.Fatalf("wait_for_events returned bob's message after %v, want well before its 20 s timeout", el)
 		}
 		if len(got.Events) != 1 {
 			t.Fatalf("alice got %v, want bob's message", types(got.Events))
@@ -209,10 +211,7 @@ func TestConversation(t *testing.T) {
 
 		var sess protocol.Session
 		bob.ok("get_session", map[string]any{"session_id": s.SessionID}, &sess)
-		status := map[string]string{}
-		for _, p := range sess.Participants {
-			status[p.Handle] = p.Status
-		}
+		status := statuses(sess)
 		if sess.ID != s.SessionID || sess.Topic != "widgets" || status["@acme.alice"] != protocol.StatusJoined || status["@acme.bob"] != protocol.StatusJoined {
 			t.Fatalf("get_session: %+v", sess)
 		}
@@ -247,7 +246,7 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 func TestHTTPBearer(t *testing.T) {
 	a := newApp(t, dbtest.SQLite(t), nil)
 	aliceToken := mkAgent(t, a, "@acme.alice")
-	mkAgent(t, a, "@acme.bob")
+	bobToken := mkAgent(t, a, "@acme.bob")
 	srv := httptest.NewServer(aspmcp.Handler(a, 1<<20))
 	defer srv.Close()
 
@@ -266,25 +265,38 @@ func TestHTTPBearer(t *testing.T) {
 		}
 	}
 
-	ctx := context.Background()
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "aspd-test", Version: "1"}, nil).Connect(ctx, &mcp.StreamableClientTransport{
-		Endpoint: srv.URL, HTTPClient: &http.Client{Transport: bearer{aliceToken}}, DisableStandaloneSSE: true}, nil)
-	if err != nil {
-		t.Fatalf("connect with alice's token: %v", err)
+	dial := func(handle, token string) *client {
+		cs, err := mcp.NewClient(&mcp.Implementation{Name: "aspd-test", Version: "1"}, nil).Connect(context.Background(), &mcp.StreamableClientTransport{
+			Endpoint: srv.URL, HTTPClient: &http.Client{Transport: bearer{token}}, DisableStandaloneSSE: true}, nil)
+		if err != nil {
+			t.Fatalf("connect with %s's token: %v", handle, err)
+		}
+		t.Cleanup(func() { cs.Close() })
+		return &client{t: t, handle: handle, cs: cs}
 	}
-	defer cs.Close()
-	c := &client{t: t, handle: "@acme.alice", cs: cs}
+	alice, bob := dial("@acme.alice", aliceToken), dial("@acme.bob", bobToken)
+
+	// Each token acts as its own agent: alice creates, bob (invited) joins.
 	var s protocol.CreateSessionResponse
-	c.ok("create_session", map[string]any{"invite": []string{"@acme.bob"}}, &s)
+	alice.ok("create_session", map[string]any{"invite": []string{"@acme.bob"}}, &s)
 	var sess protocol.Session
-	c.ok("get_session", map[string]any{"session_id": s.SessionID}, &sess)
-	status := map[string]string{}
-	for _, p := range sess.Participants {
-		status[p.Handle] = p.Status
-	}
-	if status["@acme.alice"] != protocol.StatusJoined || status["@acme.bob"] != protocol.StatusInvited {
+	alice.ok("get_session", map[string]any{"session_id": s.SessionID}, &sess)
+	if st := statuses(sess); len(st) != 2 || st["@acme.alice"] != protocol.StatusJoined || st["@acme.bob"] != protocol.StatusInvited {
 		t.Fatalf("the session was not created as the token's agent: %+v", sess.Participants)
 	}
+	bob.ok("join_session", map[string]any{"session_id": s.SessionID}, nil)
+	bob.ok("get_session", map[string]any{"session_id": s.SessionID}, &sess)
+	if st := statuses(sess); st["@acme.bob"] != protocol.StatusJoined {
+		t.Fatalf("bob's join_session did not join bob: %+v", sess.Participants)
+	}
 	// An application refusal over HTTP is a tool result too, not an HTTP error.
-	c.fail(protocol.CodeNotFound, "get_session", map[string]any{"session_id": "sess_00000000000000000000000000"})
+	alice.fail(protocol.CodeNotFound, "get_session", map[string]any{"session_id": "sess_00000000000000000000000000"})
+}
+
+func statuses(s protocol.Session) map[string]string {
+	out := map[string]string{}
+	for _, p := range s.Participants {
+		out[p.Handle] = p.Status
+	}
+	return out
 }
