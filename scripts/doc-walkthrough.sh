@@ -127,8 +127,10 @@ __walk_args() {
 	done
 }
 
-__walk_fail() {
-	echo "walkthrough: FAIL $WALK_FILE (block at line $WALK_FENCE): $*" >&2
+__walk_fail() { # tokens in the command are not printed
+	local msg="$*"
+	msg="$(sed -E 's/(Bearer|token=)[ ]*[^ "&]+/\1 ***/g' <<<"$msg")"
+	echo "walkthrough: FAIL $WALK_FILE (block at line $WALK_FENCE): $msg" >&2
 }
 
 # __walk_server (re)starts the run's aspd with the given flags.
@@ -237,6 +239,8 @@ curl() {
 
 __walk_begin() { # file fence-line block-id mode lineno
 	WALK_FILE="$1" WALK_FENCE="$2" WALK_BLOCK="$3" WALK_MODE="$4" WALK_BASE="$5"
+	WALK_DEPTH="$BASH_SUBSHELL" # a background block runs one deeper
+	[ "$WALK_MODE" = fg ] || WALK_DEPTH=$((WALK_DEPTH + 1))
 	: >"$WALK_DIR/gen/$WALK_BLOCK.seen"
 }
 
@@ -260,6 +264,8 @@ __walk_err() { # the failing command's status
 		__walk_end
 		exit $?
 	fi
+	# In a command substitution: the command it belongs to reports.
+	[ "$BASH_SUBSHELL" -le "$WALK_DEPTH" ] || return 0
 	# The failing line of the generated script: where the outermost
 	# function was called from (a wrapper's failure is its caller's).
 	echo "walkthrough: FAIL $WALK_FILE:$((WALK_FENCE + BASH_LINENO[n - 2] - WALK_BASE)) (block at line $WALK_FENCE): a command failed (exit $1)" >&2
@@ -280,6 +286,18 @@ __walk_bg() { # pid block-id uses-curl
 	fi
 }
 
+# __walk_children prints the pids whose parent is $1 (from /proc: procps
+# may not be installed).
+__walk_children() {
+	local parent="$1" f s state ppid
+	for f in /proc/[0-9]*/stat; do
+		{ read -r s <"$f"; } 2>/dev/null || continue
+		read -r state ppid _ <<<"${s##*) }"
+		if [ "$ppid" = "$parent" ]; then echo "${f//[^0-9]/}"; fi
+	done
+	return 0
+}
+
 # __walk_finish stops the file's background blocks (their children, by
 # pid: the blocks themselves then run to their end and check their codes)
 # and any job a block left running.
@@ -288,7 +306,7 @@ __walk_finish() {
 	touch "$WALK_DIR/stopping"
 	if [ -s "$WALK_DIR/bg.$$" ]; then
 		while read -r pid id; do
-			for child in $(ps -o pid= --ppid "$pid" 2>/dev/null || true); do kill "$child" 2>/dev/null || true; done
+			for child in $(__walk_children "$pid"); do kill "$child" 2>/dev/null || true; done
 			if ! wait "$pid"; then
 				echo "walkthrough: background block $id failed; its output:" >&2
 				cat "$WALK_DIR/gen/$id.out" >&2 || true
