@@ -80,6 +80,7 @@ func walk(t *testing.T, doc string, env ...string) (string, error) {
 
 func TestWalkthroughPasses(t *testing.T) {
 	needTools(t)
+	t.Parallel() // every run has its own aspd, port and directory
 	out, err := walk(t, "pass.md")
 	if err != nil {
 		t.Fatalf("pass.md failed: %v\n%s", err, out)
@@ -97,6 +98,7 @@ func TestWalkthroughPasses(t *testing.T) {
 
 func TestWalkthroughCatchesDrift(t *testing.T) {
 	needTools(t)
+	t.Parallel()
 	for _, tc := range []struct {
 		doc  string
 		env  []string
@@ -112,6 +114,7 @@ func TestWalkthroughCatchesDrift(t *testing.T) {
 		{"fail-go.md", nil, `'go test \./\.\.\.' is not run by the walkthrough`},
 	} {
 		t.Run(tc.doc, func(t *testing.T) {
+			t.Parallel()
 			out, err := walk(t, tc.doc, tc.env...)
 			if err == nil {
 				t.Fatalf("%s passed; want a failure:\n%s", tc.doc, out)
