@@ -73,7 +73,9 @@ func walk(t *testing.T, doc string, env ...string) (string, error) {
 	t.Helper()
 	cmd := exec.Command("bash", "scripts/doc-walkthrough.sh", "scripts/testdata/walkthrough/"+doc)
 	cmd.Dir = ".."
-	cmd.Env = append(os.Environ(), append([]string{"WALK_BIN_DIR=" + bins(t)}, env...)...)
+	// TMPDIR: a failing run keeps its directory for inspection; here the
+	// test's own directory holds it, and is removed.
+	cmd.Env = append(os.Environ(), append([]string{"WALK_BIN_DIR=" + bins(t), "TMPDIR=" + t.TempDir()}, env...)...)
 	out, err := cmd.CombinedOutput()
 	return string(out), err
 }
