@@ -4,7 +4,7 @@ GO     ?= go
 BIN    ?= bin
 ARGS   ?=
 
-.PHONY: test test-race vet build run fmt
+.PHONY: test test-race vet build run fmt walkthrough
 
 ## test: run every test (PostgreSQL tests need ASPD_TEST_DATABASE_URL or a local server)
 test:
@@ -26,6 +26,10 @@ build:
 ## run: start aspd with the embedded store in ./aspd-data (extra flags: make run ARGS="--grace-window 10s")
 run:
 	$(GO) run ./cmd/aspd $(ARGS)
+
+## walkthrough: run every shell block of README.md and docs/*.md against a fresh aspd (scripts/doc-walkthrough.sh)
+walkthrough:
+	scripts/doc-walkthrough.sh
 
 ## fmt: gofmt every Go file
 fmt:

@@ -292,3 +292,62 @@ func TestDecisionsRoundTrip(t *testing.T) {
 }
 
 func after(a *agent, sid string) int { return a.eventCount(sid) }
+
+// TestDecisionsHatchesDefault: an envelope with no hatches object has both
+// hatches open (draft 5.8, "SHALL default to true"), over REST and MCP: the
+// principal may answer in its own words on one such moment and refer the
+// question back on another. A moment whose envelope closes free_text shows
+// that the hatch check is live.
+func TestDecisionsHatchesDefault(t *testing.T) {
+	backends(t, func(t *testing.T, dbURL string) {
+		s := startServer(t, dbURL)
+		bot := s.provision("@hatch.assistant", "open")
+		nick := s.provision("@hatch.human", "open")
+		mBot := mcpConnect(t, s, bot)
+		sid := bot.createSession(map[string]any{"invite": []string{nick.handle}, "topic": "hatches"})
+		nick.join(sid)
+
+		noHatches := func(tag string) map[string]any {
+			env := testEnvelope(tag)
+			delete(env["question"].(map[string]any), "hatches")
+			return env
+		}
+		// Over REST: the envelope as a message's data part.
+		var sent struct {
+			MessageID string `json:"message_id"`
+		}
+		mustUnmarshal(t, bot.must(http.StatusCreated, "POST", "/sessions/"+sid+"/messages", map[string]any{"content": []any{
+			map[string]any{"type": "data", "data": map[string]any{"resolver": nick.handle, "binding_moment": noHatches("rest")}}}},
+			"PostSessionsMessagesResponse"), &sent)
+		// Over MCP: request_decision.
+		var req struct {
+			MomentID string `json:"moment_id"`
+		}
+		mBot.ok("request_decision", map[string]any{"session_id": sid, "binding_moment": noHatches("mcp"), "resolver": nick.handle}, &req)
+
+		nick.must(http.StatusCreated, "POST", "/decisions/"+sent.MessageID+"/resolve",
+			map[string]any{"outcome": "answered", "answer": "Renew for one year only."}, "")
+		nick.must(http.StatusCreated, "POST", "/decisions/"+req.MomentID+"/resolve",
+			map[string]any{"outcome": "referred_back", "objection": "Not yet."}, "")
+		for id, outcome := range map[string]string{sent.MessageID: "answered", req.MomentID: "referred_back"} {
+			var d decisionDoc
+			mustUnmarshal(t, nick.must(http.StatusOK, "GET", "/decisions/"+id, nil, ""), &d)
+			if d.Status != "resolved" || d.Resolution == nil || d.Resolution.Outcome != outcome {
+				t.Fatalf("moment %s: %+v, want resolved %s", id, d, outcome)
+			}
+			// The envelope is kept as sent: the default is the reader's.
+			if _, ok := d.BindingMoment["question"].(map[string]any)["hatches"]; ok {
+				t.Fatalf("moment %s: hatches added to the stored envelope: %v", id, d.BindingMoment)
+			}
+		}
+
+		// Control: free_text closed, dialogue absent (open).
+		closed := noHatches("closed")
+		closed["question"].(map[string]any)["hatches"] = map[string]any{"free_text": false}
+		mustUnmarshal(t, bot.must(http.StatusCreated, "POST", "/sessions/"+sid+"/messages", map[string]any{"content": []any{
+			map[string]any{"type": "data", "data": map[string]any{"resolver": nick.handle, "binding_moment": closed}}}}, ""), &sent)
+		code, body := nick.do("POST", "/decisions/"+sent.MessageID+"/resolve", map[string]any{"outcome": "answered", "answer": "Mine."})
+		frWantError(t, "answered on a closed free_text hatch", code, body, http.StatusBadRequest, "field-invalid", "outcome")
+		nick.must(http.StatusCreated, "POST", "/decisions/"+sent.MessageID+"/resolve", map[string]any{"outcome": "referred_back"}, "")
+	})
+}

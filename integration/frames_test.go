@@ -1141,3 +1141,35 @@ func TestFrameStreamCredentials(t *testing.T) {
 		frWantIDs(t, "keep", frCollect(t, "keep", kst, frID(end), sent))
 	})
 }
+
+// TestFrameBindingMomentHatchesDefault: an agent_binding_moment frame whose
+// question has no hatches object is accepted (both hatches default to true,
+// draft 6.10 and the binding-moment draft 5.8), on POST /frames and inside a
+// session message, and delivered exactly as sent.
+func TestFrameBindingMomentHatchesDefault(t *testing.T) {
+	backends(t, func(t *testing.T, dbURL string) {
+		s := startServer(t, dbURL)
+		alice := s.provision("@alice.cc", "open")
+		bob := s.provision("@bob.cc", "open")
+		st := sseOpen(t, s, alice.token, "/stream?instrument=cc-1", nil)
+
+		bm := func(recipient string) map[string]any {
+			fr := frNew(t, "@alice.cc", recipient, "agent_advisory", "")
+			fr["kind"] = "agent_binding_moment"
+			env := testEnvelope("frame")
+			delete(env["question"].(map[string]any), "hatches")
+			fr["payload"] = env
+			return fr
+		}
+		sent := frSent{}
+		f := sent.add(t, bm("@alice.cc"))
+		frWantCount(t, alice, "@alice.cc", f, 1, true)
+		end := sent.add(t, frNew(t, "@alice.cc", "@alice.cc", "agent_advisory", ""))
+		frWantCount(t, alice, "@alice.cc", end, 1, true)
+		frWantIDs(t, "cc-1", frCollect(t, "cc-1", st, frID(end), sent), f)
+
+		sid := alice.createSession(map[string]any{"invite": []string{bob.handle}, "topic": "hatches"})
+		bob.join(sid)
+		alice.send(sid, []any{map[string]any{"type": "data", "data": bm(bob.handle)}})
+	})
+}

@@ -30,7 +30,8 @@ type Option struct {
 }
 
 // Hatches are the two escape hatches (slot 8). Each defaults to true when
-// absent (draft section 5.8).
+// absent, and both do when the hatches object itself is absent (draft
+// section 5.8).
 type Hatches struct {
 	FreeText bool `json:"free_text"` // the answer-space hatch
 	Dialogue bool `json:"dialogue"`  // the question-space hatch
@@ -47,7 +48,7 @@ type BMMeta struct {
 // shape as the agent_binding_moment payload: required members present and no
 // unknown member, every member of the right type, 2 to 4 options each with a
 // label and a reasoning, recommended_idx indexing one of them, hatches of
-// booleans that are not both false. Error paths are relative to the envelope
+// booleans that are not both false (absent: true). Error paths are relative to the envelope
 // ("question.options[1].label"). A stray member is always field-unknown here:
 // there is no frame kind whose payload shape it could belong to.
 func ValidateBindingMoment(raw []byte) (*BindingMoment, *Error) {

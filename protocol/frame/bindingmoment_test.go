@@ -24,7 +24,8 @@ func bmCases() []bmCase {
 	for _, m := range []string{"synopsis", "findings", "recommendations", "offer", "question"} {
 		cases = append(cases, bmCase{"missing " + m, func(bm map[string]any) { delete(bm, m) }, CodeFieldMissing, m})
 	}
-	for _, m := range []string{"stem", "options", "recommended_idx", "hatches"} {
+	// hatches is not among them: absent, both hatches are open (section 5.8).
+	for _, m := range []string{"stem", "options", "recommended_idx"} {
 		cases = append(cases, bmCase{"missing question." + m, func(bm map[string]any) { delete(question(bm), m) }, CodeFieldMissing, "question." + m})
 	}
 	for _, m := range []string{"label", "reasoning"} {
@@ -129,5 +130,55 @@ func TestValidateBindingMomentValid(t *testing.T) {
 	raw, _ = json.Marshal(bm)
 	if _, ferr := ValidateBindingMoment(raw); ferr == nil || ferr.Field != "content_type" {
 		t.Fatalf("content_type on a bare envelope: %v", ferr)
+	}
+}
+
+// An envelope without a hatches object has both hatches open (draft 5.8:
+// both members "SHALL default to true"), as has an empty hatches object;
+// only a member present and false closes a hatch.
+func TestValidateBindingMomentHatchesDefault(t *testing.T) {
+	for _, tc := range []struct {
+		name               string
+		hatches            any // del: no hatches member
+		freeText, dialogue bool
+	}{
+		{"hatches absent", del, true, true},
+		{"hatches empty", map[string]any{}, true, true},
+		{"free_text closed", map[string]any{"free_text": false}, false, true},
+		{"dialogue closed", map[string]any{"dialogue": false}, true, false},
+		{"both explicit", map[string]any{"free_text": true, "dialogue": true}, true, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			bm := validEnvelope()
+			setPath(t, bm, "question.hatches", tc.hatches)
+			got, ferr := ValidateBindingMoment(marshal(t, bm))
+			if ferr != nil {
+				t.Fatalf("refused: %v", ferr)
+			}
+			if h := got.Question.Hatches; h.FreeText != tc.freeText || h.Dialogue != tc.dialogue {
+				t.Fatalf("hatches %+v, want free_text %v dialogue %v", h, tc.freeText, tc.dialogue)
+			}
+
+			// The agent_binding_moment frame takes the same payload: accepted,
+			// carried as sent, and read with the same defaults.
+			doc := deepCopy(t, validFrame(KindAgentBindingMoment))
+			setPath(t, doc, "payload.question.hatches", tc.hatches)
+			fr, ferr := Validate(marshal(t, doc), testOptions())
+			if ferr != nil {
+				t.Fatalf("frame refused: %v", ferr)
+			}
+			var payload map[string]any
+			if err := json.Unmarshal(fr.Payload, &payload); err != nil {
+				t.Fatal(err)
+			}
+			delete(payload, "content_type")
+			got, ferr = ValidateBindingMoment(marshal(t, payload))
+			if ferr != nil {
+				t.Fatalf("frame payload as an envelope: %v", ferr)
+			}
+			if h := got.Question.Hatches; h.FreeText != tc.freeText || h.Dialogue != tc.dialogue {
+				t.Fatalf("frame payload hatches %+v, want free_text %v dialogue %v", h, tc.freeText, tc.dialogue)
+			}
+		})
 	}
 }

@@ -55,9 +55,9 @@
 //     list elements, provenance tags) must be non-empty.
 //   - ttl_ms in the envelope is a non-negative integer (the draft sets no
 //     bound); intent_declare's ttl likewise.
-//   - Binding-moment hatches: the hatches object is required, each of its
-//     two booleans defaults to true when absent, and both false is
-//     field-invalid. recommended_idx must index one of the 2 to 4 options.
+//   - Binding-moment hatches: each of the two booleans defaults to true when
+//     absent, and so does an absent hatches object (both open); both false
+//     is field-invalid. recommended_idx must index one of the 2 to 4 options.
 //   - Scope parts the draft gives no grammar (instrument, prefix, session id,
 //     role, grant scope) are 1 to 128 octets of [A-Za-z0-9._-].
 //   - The tool and org filter clauses parse but match no frame: section 9

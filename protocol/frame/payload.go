@@ -283,9 +283,10 @@ var (
 		req("reasoning", prose),
 	)
 	bmHatches = &object{
-		// Both members default to true (companion draft section 5.8); the
-		// binding-moment draft also calls them REQUIRED, but the agent-channel
-		// draft (6.10) and the defaults only make sense if they may be absent.
+		// Both members default to true (binding-moment draft 5.8, "SHALL
+		// default to true"; agent-channel draft 6.10, "each defaulting to
+		// true"). The draft also calls them REQUIRED, but a default only
+		// means something for a member that may be absent.
 		fields: []field{opt("free_text", boolean), opt("dialogue", boolean)},
 		cross: func(v *value, path string) *Error {
 			ft, dl := v.get("free_text"), v.get("dialogue")
@@ -300,9 +301,10 @@ var (
 			req("stem", prose),
 			reqList("options", bmOption, 2, 4),
 			req("recommended_idx", integer(0, maxSafeInteger)),
-			// The hatches object itself is required: both drafts list it as a
-			// member of the question, only its members default.
-			reqObj("hatches", bmHatches),
+			// An absent hatches object is both hatches absent: both open.
+			// Requiring the object while defaulting its members would refuse
+			// the one envelope the default is for.
+			optObj("hatches", bmHatches),
 		},
 		cross: func(v *value, path string) *Error {
 			idx, _ := parseInteger(v.get("recommended_idx").text)
