@@ -250,6 +250,7 @@ func (a *App) collect(ctx context.Context, p store.Pending, aw *agentWait, limit
 				break
 			}
 			if len(res.Events) >= limit {
+				walk.Cut(p.LastSeq)
 				return sent, true, nil
 			}
 			m := e.Meta()

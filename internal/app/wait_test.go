@@ -116,3 +116,42 @@ func TestWaitForEvents(t *testing.T) {
 		}
 	})
 }
+
+// TestWaitForEventsJoinedBeforeFirstCall: an agent that joined before its
+// first call gets the transcript from 1 in one pass; cut by max_events, the
+// pass resumes where it stopped and does not restart at the join.
+func TestWaitForEventsJoinedBeforeFirstCall(t *testing.T) {
+	forEach(t, nil, func(t *testing.T, a *App) {
+		mkAgent(t, a, "@acme.alice")
+		mkAgent(t, a, "@acme.bob")
+		resp, err := a.CreateSession(ctx, "@acme.alice", protocol.CreateSessionRequest{Invite: []string{"@acme.bob"},
+			InitialMessage: &protocol.InitialMessage{Content: content("hi")}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sid := resp.SessionID
+		for i := range 3 {
+			if _, err := a.SendMessage(ctx, "@acme.alice", sid, protocol.SendMessageRequest{Content: content(fmt.Sprint(i))}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := a.Join(ctx, "@acme.bob", sid); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := a.SendMessage(ctx, "@acme.alice", sid, protocol.SendMessageRequest{Content: content("after")}); err != nil {
+			t.Fatal(err)
+		}
+		var all []string
+		for range 10 {
+			got, _ := waitSeqs(t, a, "@acme.bob", 2)
+			if len(got) == 0 {
+				break
+			}
+			all = append(all, got...)
+		}
+		want := "[session.message#1 session.invited#2 session.message#3 session.message#4 session.message#5 session.joined#6 session.message#7]"
+		if fmt.Sprint(all) != want {
+			t.Fatalf("got %v, want %s", all, want)
+		}
+	})
+}

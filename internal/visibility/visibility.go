@@ -70,9 +70,10 @@ func Visible(v View, m Meta) bool {
 // it never restarts again, so a pass that is resumed below it (a restarted
 // pass cut short, or a cursor moved back by another connection's restart)
 // does not loop. A pass that began at sequence 0 with the agent joined
-// already carries the transcript and only records its joins; it restarts
-// once the agent's view stops being joined (it left, or a reopen cut it off)
-// and a later join grants the transcript anew.
+// already carries the transcript and only records its joins (and, when the
+// caller cuts it short, every join up to the head: Cut); it restarts once
+// the agent's view stops being joined (it left, or a reopen cut it off) and
+// a later join grants the transcript anew.
 //
 // The view is the caller's to keep current: when Turns reports an event that
 // may change it (the agent's own invitation, join or leave, and any
@@ -94,6 +95,18 @@ type Walk struct {
 // delivery stream (0 when none).
 func NewWalk(v View, cursor, resetAt int64) Walk {
 	return Walk{View: v, ResetAt: resetAt, whole: cursor == 0 && v.VisibleThrough == Joined}
+}
+
+// Cut tells the walk that its caller stops the pass early and will resume
+// it later (with NewWalk, from where it stopped, and this ResetAt), its View
+// holding through head. A pass that carries the transcript (it began at 0
+// with the agent joined) then covers every own join up to head, met or not:
+// ResetAt moves to head, so the resumed pass, which no longer begins at 0,
+// does not restart at one of those joins and send the transcript again.
+func (w *Walk) Cut(head int64) {
+	if w.whole && head > w.ResetAt {
+		w.ResetAt = head
+	}
 }
 
 // Step is what a Walk makes of one event.

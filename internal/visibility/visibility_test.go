@@ -319,29 +319,43 @@ func TestWalkTurns(t *testing.T) {
 	}
 }
 
-// TestWalkResumes: a restarted pass cut short after every event (one
-// Chorus delivery at a time, wait_for_events' max_events) and resumed with
-// the ResetAt it reached delivers what the uncut pass delivers, once.
+// TestWalkResumes: a pass cut short after every event it shows (one Chorus
+// delivery at a time, wait_for_events' max_events) and resumed with the
+// ResetAt it reached delivers what the uncut pass delivers, once: a
+// restarted pass, and (with Cut) a pass that began at 0 joined and is cut
+// before the join.
 func TestWalkResumes(t *testing.T) {
-	c := walkCase{log: []ev{msg(), inv(me), msg(), join(me).to(Joined), msg(), msg()}, cursor: 2}
-	whole, _ := pass(t, c, atHead)
-	var got []int64
-	w := NewWalk(View{Handle: me, VisibleThrough: Joined}, c.cursor, c.resetAt)
-	for sent := c.cursor; sent < int64(len(c.log)); {
-		m := c.log[sent].meta(sent + 1)
-		switch w.Step(m) {
-		case Restart:
-			sent = 0
-			continue
-		case Show:
-			got = append(got, m.Sequence)
-			// The call ends here; the next resumes from m.
-			w = NewWalk(w.View, m.Sequence, w.ResetAt)
-		}
-		sent = m.Sequence
-	}
-	if fmt.Sprint(got) != fmt.Sprint(whole) {
-		t.Errorf("cut after each event: %v, uncut %v", got, whole)
+	log := []ev{msg(), inv(me), msg(), join(me).to(Joined), msg(), msg()}
+	head := int64(len(log))
+	for _, tt := range []struct {
+		name   string
+		cursor int64
+		cut    bool
+	}{{"a restarted pass", 2, false}, {"a restarted pass, cut", 2, true}, {"a pass from 0, cut", 0, true}} {
+		t.Run(tt.name, func(t *testing.T) {
+			whole, _ := pass(t, walkCase{log: log, cursor: tt.cursor}, atHead)
+			var got []int64
+			w := NewWalk(View{Handle: me, VisibleThrough: Joined}, tt.cursor, 0)
+			for sent := tt.cursor; sent < head; {
+				m := log[sent].meta(sent + 1)
+				switch w.Step(m) {
+				case Restart:
+					sent = 0
+					continue
+				case Show:
+					got = append(got, m.Sequence)
+					// The call ends here; the next resumes from m.
+					if tt.cut {
+						w.Cut(head)
+					}
+					w = NewWalk(w.View, m.Sequence, w.ResetAt)
+				}
+				sent = m.Sequence
+			}
+			if fmt.Sprint(got) != fmt.Sprint(whole) {
+				t.Errorf("cut after each event: %v, uncut %v", got, whole)
+			}
+		})
 	}
 }
 
