@@ -142,6 +142,9 @@ func (w *Walk) Step(m *Meta) Step {
 }
 
 func (w *Walk) step(m *Meta) Step {
+	if m.Type == protocol.EventMessage && len(m.Audience) == 0 {
+		return Skip // beyond the horizon (Step showed it otherwise)
+	}
 	if w.Turns(m) {
 		if w.View.VisibleThrough != Joined {
 			w.whole = false

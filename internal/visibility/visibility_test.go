@@ -90,6 +90,10 @@ const (
 	// connection that has followed the session: it takes the view a commit
 	// carried or the store's, never one older than it holds).
 	following
+	// resumed: atHead, but the pass is cut after every event it shows and
+	// resumed from there with a new Walk and the ResetAt reached, as
+	// wait_for_events does at max_events (here 1).
+	resumed
 )
 
 // walkCase is a log and where a pass over it starts.
@@ -133,6 +137,10 @@ func pass(t *testing.T, c walkCase, mode walkMode) ([]int64, int64) {
 			continue
 		case Show:
 			out = append(out, m.Sequence)
+			if mode == resumed {
+				w.Cut(int64(len(c.log)))
+				w = NewWalk(w.View, m.Sequence, w.ResetAt)
+			}
 		}
 		sent = m.Sequence
 	}
@@ -155,8 +163,10 @@ func cat(parts ...[]int64) []int64 {
 	return out
 }
 
-// TestWalk: every membership transition, walked both as a caller with the
-// view read at the head and as one that follows the view event by event.
+// TestWalk: every membership transition, walked as a caller with the view
+// read at the head, as one that follows the view event by event, and as one
+// that reads at the head and is cut after every event it shows (which must
+// deliver what the uncut pass delivers).
 func TestWalk(t *testing.T) {
 	J := Joined
 	// invitedThenJoined: me invited at 2, joins at 4.
@@ -283,17 +293,21 @@ func TestWalk(t *testing.T) {
 		},
 	}
 	for _, tt := range tests {
-		for _, mode := range []walkMode{atHead, following} {
+		for _, mode := range []walkMode{atHead, following, resumed} {
 			want, name := tt.atHead, tt.name+"/at head"
-			if mode == following {
+			switch mode {
+			case following:
 				want, name = tt.following, tt.name+"/following"
+			case resumed:
+				name = tt.name + "/resumed after each event"
 			}
 			t.Run(name, func(t *testing.T) {
 				got, resetAt := pass(t, tt.walkCase, mode)
 				if fmt.Sprint(got) != fmt.Sprint(want) {
 					t.Errorf("delivered %v, want %v", got, want)
 				}
-				if resetAt != tt.wantResetAt {
+				// Cut moves ResetAt to the head in a pass from 0.
+				if mode != resumed && resetAt != tt.wantResetAt {
 					t.Errorf("ResetAt %d, want %d", resetAt, tt.wantResetAt)
 				}
 			})
@@ -316,46 +330,6 @@ func TestWalkTurns(t *testing.T) {
 		if got := w.Turns(tt.e.meta(1)); got != tt.want {
 			t.Errorf("Turns(%s of %s) = %v, want %v", tt.e.typ, tt.e.subj, got, tt.want)
 		}
-	}
-}
-
-// TestWalkResumes: a pass cut short after every event it shows (one Chorus
-// delivery at a time, wait_for_events' max_events) and resumed with the
-// ResetAt it reached delivers what the uncut pass delivers, once: a
-// restarted pass, and (with Cut) a pass that began at 0 joined and is cut
-// before the join.
-func TestWalkResumes(t *testing.T) {
-	log := []ev{msg(), inv(me), msg(), join(me).to(Joined), msg(), msg()}
-	head := int64(len(log))
-	for _, tt := range []struct {
-		name   string
-		cursor int64
-		cut    bool
-	}{{"a restarted pass", 2, false}, {"a restarted pass, cut", 2, true}, {"a pass from 0, cut", 0, true}} {
-		t.Run(tt.name, func(t *testing.T) {
-			whole, _ := pass(t, walkCase{log: log, cursor: tt.cursor}, atHead)
-			var got []int64
-			w := NewWalk(View{Handle: me, VisibleThrough: Joined}, tt.cursor, 0)
-			for sent := tt.cursor; sent < head; {
-				m := log[sent].meta(sent + 1)
-				switch w.Step(m) {
-				case Restart:
-					sent = 0
-					continue
-				case Show:
-					got = append(got, m.Sequence)
-					// The call ends here; the next resumes from m.
-					if tt.cut {
-						w.Cut(head)
-					}
-					w = NewWalk(w.View, m.Sequence, w.ResetAt)
-				}
-				sent = m.Sequence
-			}
-			if fmt.Sprint(got) != fmt.Sprint(whole) {
-				t.Errorf("cut after each event: %v, uncut %v", got, whole)
-			}
-		})
 	}
 }
 
