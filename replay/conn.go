@@ -95,17 +95,12 @@ func (a *announce) viewAsOf(seq int64) (visibility.View, bool) {
 }
 
 type connSession struct {
-	view    visibility.View
-	sent    int64
-	resetAt int64 // sequence of the own session.joined that last restarted the pull
-	// fromStart: this pull began at sequence 0 with the agent joined and it
-	// has stayed joined, so every event from 1 on was written: a join
-	// restart would only repeat them (an agent that joined while offline).
-	fromStart bool
+	walk visibility.Walk // the agent's view, and the join that last restarted the pull
+	sent int64
 }
 
 func newConnSession(v visibility.View, cursor int64) *connSession {
-	return &connSession{view: v, sent: cursor, fromStart: cursor == 0 && v.VisibleThrough == visibility.Joined}
+	return &connSession{walk: visibility.NewWalk(v, cursor, 0), sent: cursor}
 }
 
 // position is a connection's delivery state in one session, shared between

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/aspd/aspd/internal/visibility"
-	"github.com/aspd/aspd/protocol"
 	"github.com/aspd/aspd/store"
 )
 
@@ -195,28 +194,26 @@ func (c *Conn) pull(ctx context.Context, sessionID string, a *announce) error {
 		}
 		restarted := false
 		var shown int64
+	events:
 		for i := range batch {
 			e := &batch[i]
-			if isMembership(e) && (e.Subject == c.handle || e.Type == protocol.EventReopened) {
+			m := e.Meta()
+			if cs.walk.Turns(&m) {
 				if v, ok := a.viewAsOf(e.Sequence); ok {
-					cs.view = v
-				} else if cs.view, err = c.hub.st.View(ctx, sessionID, c.handle); err != nil {
-					break
-				}
-				if cs.view.VisibleThrough != visibility.Joined {
-					cs.fromStart = false
-				}
-				if e.Type == protocol.EventJoined && e.Subject == c.handle && e.Sequence > cs.resetAt && !cs.fromStart {
-					// A join replays the transcript up to the join: restart at 1.
-					cs.resetAt = e.Sequence
-					cs.sent = 0
-					restarted = true
-					break
+					cs.walk.View = v
+				} else if cs.walk.View, err = c.hub.st.View(ctx, sessionID, c.handle); err != nil {
+					break events
 				}
 			}
-			if visibility.Visible(cs.view, e.Meta()) {
+			switch cs.walk.Step(&m) {
+			case visibility.Restart:
+				// A join replays the transcript up to the join: restart at 1.
+				cs.sent = 0
+				restarted = true
+				break events
+			case visibility.Show:
 				if err = c.write(ctx, e.Body); err != nil {
-					break
+					break events
 				}
 				if f := c.hub.cfg.OnLiveWrite; f != nil && !fromStore {
 					f(time.Since(time.UnixMilli(e.CreatedAt)))
@@ -234,7 +231,7 @@ func (c *Conn) pull(ctx context.Context, sessionID string, a *announce) error {
 			// is owed again, so the confirmed position drops to 0 and only
 			// confirmations of this new pass may raise it.
 			p.gen++
-			p.confirmed, p.shown, p.ackFrom, p.acked = 0, 0, cs.resetAt, 0
+			p.confirmed, p.shown, p.ackFrom, p.acked = 0, 0, cs.walk.ResetAt, 0
 			c.posDirty[sessionID] = true
 		}
 		p.written = cs.sent
@@ -257,14 +254,6 @@ func (c *Conn) pull(ctx context.Context, sessionID string, a *announce) error {
 		}
 	}
 	return nil
-}
-
-func isMembership(e *store.StoredEvent) bool {
-	switch e.Type {
-	case protocol.EventInvited, protocol.EventJoined, protocol.EventLeft, protocol.EventReopened:
-		return true
-	}
-	return false
 }
 
 // session returns the writer's state for a session, set up the first time

@@ -4,7 +4,9 @@
 // applies trust and per-agent rate limits, makes the one store call and
 // publishes what it committed to the hub. The HTTP adapter (package server),
 // and any other adapter (MCP tools, webhook bridges), decode a request, call
-// one App method and encode its answer; no rule is written twice.
+// one App method and encode its answer; no rule is written twice. Which
+// events an agent may see, and the delivery walk over a session's log, are
+// internal/visibility's (Visible, Walk), shared with the WebSocket writer.
 //
 // App also owns the process's background work (presence recovery, the grace
 // window sweeper, frame expiry) and the authentication cache, whose entries

@@ -207,7 +207,7 @@ func (a *App) pollOnce(ctx context.Context, h string, aw *agentWait, limit int) 
 			res.More = true
 			break
 		}
-		reached, more, err := a.collect(ctx, h, p, aw, limit, &res)
+		reached, more, err := a.collect(ctx, p, aw, limit, &res)
 		if err != nil {
 			return WaitResult{}, err
 		}
@@ -219,14 +219,22 @@ func (a *App) pollOnce(ctx context.Context, h string, aw *agentWait, limit int) 
 	return res, nil
 }
 
-// collect appends to res the events of one pending session that h may see,
-// from its cursor up to the head PendingSessions read, as a WebSocket
-// replay writes them (replay.Conn.pull), and returns the position reached.
-func (a *App) collect(ctx context.Context, h string, p store.Pending, aw *agentWait, limit int, res *WaitResult) (int64, bool, error) {
-	view := p.View // valid as of p.LastSeq, like a commit's carried view
-	sent := p.Cursor
-	fromStart := sent == 0 && view.VisibleThrough == visibility.Joined
+// collect appends to res the events of one pending session that the agent
+// may see, from its cursor up to the head PendingSessions read, with the
+// walk a WebSocket replay makes (visibility.Walk), and returns the position
+// reached.
+func (a *App) collect(ctx context.Context, p store.Pending, aw *agentWait, limit int, res *WaitResult) (int64, bool, error) {
+	// p.View is valid as of p.LastSeq, like a commit's carried view, and the
+	// pass reads no further: the walk keeps it.
 	resetAt := aw.resetAt[p.SessionID]
+	walk := visibility.NewWalk(p.View, p.Cursor, resetAt)
+	defer func() {
+		// A later call that resumes below this join must not restart again.
+		if walk.ResetAt != resetAt {
+			aw.resetAt[p.SessionID] = walk.ResetAt
+		}
+	}()
+	sent := p.Cursor
 	for sent < p.LastSeq {
 		batch, err := a.st.EventsAfter(ctx, p.SessionID, sent, 256)
 		if err != nil {
@@ -242,29 +250,17 @@ func (a *App) collect(ctx context.Context, h string, p store.Pending, aw *agentW
 				break
 			}
 			if len(res.Events) >= limit {
+				walk.Cut(p.LastSeq)
 				return sent, true, nil
 			}
-			if waitMembership(e) && (e.Subject == h || e.Type == protocol.EventReopened) {
-				if view.VisibleThrough != visibility.Joined {
-					fromStart = false
-				}
-				if e.Type == protocol.EventJoined && e.Subject == h && e.Sequence > resetAt && fromStart {
-					// This pass began at 1 with the agent joined: it already
-					// carries the transcript. Remember the join, so a later
-					// call that resumes mid-pass does not restart.
-					resetAt = e.Sequence
-					aw.resetAt[p.SessionID] = resetAt
-				}
-				if e.Type == protocol.EventJoined && e.Subject == h && e.Sequence > resetAt && !fromStart {
-					// A join replays the transcript up to the join: restart at 1.
-					resetAt = e.Sequence
-					aw.resetAt[p.SessionID] = resetAt
-					sent = 0
-					restarted = true
-					break
-				}
+			m := e.Meta()
+			step := walk.Step(&m)
+			if step == visibility.Restart {
+				// A join replays the transcript up to the join: restart at 1.
+				sent, restarted = 0, true
+				break
 			}
-			if visibility.Visible(view, e.Meta()) {
+			if step == visibility.Show {
 				res.Events = append(res.Events, e.Body)
 			}
 			sent = e.Sequence
@@ -274,12 +270,4 @@ func (a *App) collect(ctx context.Context, h string, p store.Pending, aw *agentW
 		}
 	}
 	return sent, false, nil
-}
-
-func waitMembership(e *store.StoredEvent) bool {
-	switch e.Type {
-	case protocol.EventInvited, protocol.EventJoined, protocol.EventLeft, protocol.EventReopened:
-		return true
-	}
-	return false
 }

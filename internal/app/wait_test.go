@@ -32,6 +32,23 @@ func waitSeqs(t *testing.T, a *App, h string, max int) ([]string, bool) {
 	return out, res.More
 }
 
+// aliceInvitesBob: a session of @acme.alice that invites @acme.bob, with
+// an initial message and three more (sequences 1, invitation 2, 3..5).
+func aliceInvitesBob(t *testing.T, a *App) string {
+	t.Helper()
+	resp, err := a.CreateSession(ctx, "@acme.alice", protocol.CreateSessionRequest{Invite: []string{"@acme.bob"},
+		InitialMessage: &protocol.InitialMessage{Content: content("hi")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		if _, err := a.SendMessage(ctx, "@acme.alice", resp.SessionID, protocol.SendMessageRequest{Content: content(fmt.Sprint(i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return resp.SessionID
+}
+
 // TestWaitForEvents: bounds, confirmation by the next call, the join
 // restart, and a pass cut by max_events that resumes without restarting.
 func TestWaitForEvents(t *testing.T) {
@@ -48,17 +65,7 @@ func TestWaitForEvents(t *testing.T) {
 			wantCode(t, err, http.StatusBadRequest, protocol.CodeInvalidRequest)
 		}
 
-		resp, err := a.CreateSession(ctx, "@acme.alice", protocol.CreateSessionRequest{Invite: []string{"@acme.bob"},
-			InitialMessage: &protocol.InitialMessage{Content: content("hi")}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		sid := resp.SessionID
-		for i := range 3 {
-			if _, err := a.SendMessage(ctx, "@acme.alice", sid, protocol.SendMessageRequest{Content: content(fmt.Sprint(i))}); err != nil {
-				t.Fatal(err)
-			}
-		}
+		sid := aliceInvitesBob(t, a)
 		// The invitee sees only its invitation; the next call confirms it.
 		if got, _ := waitSeqs(t, a, "@acme.bob", 10); fmt.Sprint(got) != "[session.invited#2]" {
 			t.Fatalf("invitee got %v", got)
@@ -113,6 +120,35 @@ func TestWaitForEvents(t *testing.T) {
 		}
 		if len(a.waits.wakers) != 0 {
 			t.Fatalf("wakers left: %v", a.waits.wakers)
+		}
+	})
+}
+
+// TestWaitForEventsJoinedBeforeFirstCall: an agent that joined before its
+// first call gets the transcript from 1 in one pass; cut by max_events, the
+// pass resumes where it stopped and does not restart at the join.
+func TestWaitForEventsJoinedBeforeFirstCall(t *testing.T) {
+	forEach(t, nil, func(t *testing.T, a *App) {
+		mkAgent(t, a, "@acme.alice")
+		mkAgent(t, a, "@acme.bob")
+		sid := aliceInvitesBob(t, a)
+		if err := a.Join(ctx, "@acme.bob", sid); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := a.SendMessage(ctx, "@acme.alice", sid, protocol.SendMessageRequest{Content: content("after")}); err != nil {
+			t.Fatal(err)
+		}
+		var all []string
+		for range 10 {
+			got, _ := waitSeqs(t, a, "@acme.bob", 2)
+			if len(got) == 0 {
+				break
+			}
+			all = append(all, got...)
+		}
+		want := "[session.message#1 session.invited#2 session.message#3 session.message#4 session.message#5 session.joined#6 session.message#7]"
+		if fmt.Sprint(all) != want {
+			t.Fatalf("got %v, want %s", all, want)
 		}
 	})
 }

@@ -29,7 +29,6 @@ import (
 
 	"github.com/aspd/aspd/internal/app"
 	"github.com/aspd/aspd/internal/visibility"
-	"github.com/aspd/aspd/protocol"
 	"github.com/aspd/aspd/store"
 )
 
@@ -230,9 +229,9 @@ func DeliveryID(handle, sessionID string, seq int64) string {
 
 // enqueue examines the (agent, session) pairs with events past their
 // Chorus cursor and no delivery pending, and queues each one's next
-// eligible event: the eligibility of WebSocket delivery (visibility.Visible
-// on the agent's view, the pass restarted at 1 by the agent's own join so
-// that the transcript reaches a joiner), minus the events the agent caused
+// eligible event: the walk of WebSocket delivery (visibility.Walk: the
+// agent's view, the pass restarted at 1 by the agent's own join so that the
+// transcript reaches a joiner), minus the events the agent caused
 // itself (SelfCaused). One read for the batch of candidates, one write
 // transaction for the outcome.
 func (w *Worker) enqueue(ctx context.Context) error {
@@ -254,13 +253,12 @@ func (w *Worker) enqueue(ctx context.Context) error {
 func (w *Worker) examine(ctx context.Context, c store.ChorusCandidate) (store.ChorusEnqueue, error) {
 	h := c.View.Handle
 	res := store.ChorusEnqueue{Handle: h, SessionID: c.SessionID, Cursor: c.Cursor, ResetAt: c.ResetAt}
-	view := c.View
-	fromStart := c.Cursor == 0 && view.VisibleThrough == visibility.Joined
+	walk := visibility.NewWalk(c.View, c.Cursor, c.ResetAt)
 	var seen map[int64]bool // rows that exist, in a pass restarted by a join
 	for res.Cursor < c.LastSeq {
-		if res.Cursor < res.ResetAt && seen == nil {
+		if res.Cursor < walk.ResetAt && seen == nil {
 			var err error
-			if seen, err = w.st.ChorusDeliveredSeqs(ctx, h, c.SessionID, 0, res.ResetAt); err != nil {
+			if seen, err = w.st.ChorusDeliveredSeqs(ctx, h, c.SessionID, 0, walk.ResetAt); err != nil {
 				return res, err
 			}
 		}
@@ -277,20 +275,15 @@ func (w *Worker) examine(ctx context.Context, c store.ChorusCandidate) (store.Ch
 			if e.Sequence > c.LastSeq {
 				return res, nil
 			}
-			if membership(e.Type) && (e.Subject == h || e.Type == protocol.EventReopened) {
-				if view.VisibleThrough != visibility.Joined {
-					fromStart = false
-				}
-				if e.Type == protocol.EventJoined && e.Subject == h && e.Sequence > res.ResetAt {
-					res.ResetAt = e.Sequence
-					if !fromStart {
-						// The join makes the transcript visible: start again at 1.
-						res.Cursor, restarted = 0, true
-						break
-					}
-				}
+			m := e.Meta()
+			step := walk.Step(&m)
+			res.ResetAt = walk.ResetAt // stored with the cursor: a later pass resumed below it does not restart
+			if step == visibility.Restart {
+				// The join makes the transcript visible: start again at 1.
+				res.Cursor, restarted = 0, true
+				break
 			}
-			if visibility.Visible(view, e.Meta()) && !seen[e.Sequence] && !SelfCaused(e.Body, h) {
+			if step == visibility.Show && !seen[e.Sequence] && !SelfCaused(e.Body, h) {
 				res.Next = &store.ChorusDelivery{ID: DeliveryID(h, c.SessionID, e.Sequence), Handle: h, SessionID: c.SessionID,
 					Sequence: e.Sequence, EventType: e.Type}
 				return res, nil
@@ -306,14 +299,6 @@ func (w *Worker) examine(ctx context.Context, c store.ChorusCandidate) (store.Ch
 		}
 	}
 	return res, nil
-}
-
-func membership(t string) bool {
-	switch t {
-	case protocol.EventInvited, protocol.EventJoined, protocol.EventLeft, protocol.EventReopened:
-		return true
-	}
-	return false
 }
 
 // dispatch claims due deliveries, as many as there are free attempt slots,
