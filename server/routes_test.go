@@ -141,18 +141,18 @@ func countOf(list []string, s string) int {
 
 // TestRoutesReadingQueryHaveRules: a handler that reads the query string
 // (query, c.QueryParam...) runs behind strictQuery, so the route table's
-// rule is what it may read; and a rule's parameters are read by someone
-// (the handler or its authentication), or the rule is stale. Found from
-// the package's source: the functions each handler calls, transitively.
+// rule is what it may read; and a route whose rule takes parameters has a
+// handler (or authentication) that reads the query string, or the rule is
+// stale. Found from the package's source: the functions each handler
+// calls, transitively.
 func TestRoutesReadingQueryHaveRules(t *testing.T) {
 	reads := queryReaders(t)
 	strict := map[authClass]bool{authAgent: true, authOperator: true, authChorusCallback: true}
 	for _, rt := range routeTable {
 		name := rt.method + " " + rt.path
-		fn := rt.mount
 		var h any = rt.handler
-		if fn != nil {
-			h = fn
+		if rt.mount != nil {
+			h = rt.mount
 		}
 		hname := funcName(h)
 		if _, ok := reads[hname]; !ok {

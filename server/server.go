@@ -6,6 +6,10 @@
 // JSON, Server-Sent Events or WebSocket messages. What a request may do, and
 // publishing what it commits, is the application's business, not this
 // package's.
+//
+// Every route is an entry of the route table in routes.go: method, path,
+// authentication, query parameters, rate-limited action, request and
+// response types, handler. routes() registers the table and nothing else.
 package server
 
 import (
