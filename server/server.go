@@ -162,7 +162,7 @@ func (s *Server) errorHandler(err error, c echo.Context) {
 			pe = protocol.Errorf(he.Code, "http_error", "%v", he.Message)
 		}
 	default:
-		if pe = WireError(err); pe == nil {
+		if pe = app.WireError(err); pe == nil {
 			pe = protocol.Errorf(http.StatusInternalServerError, protocol.CodeInternal, "internal error")
 		}
 	}
@@ -185,7 +185,7 @@ func (s *Server) errorHandler(err error, c echo.Context) {
 func isAnswer(err error) bool {
 	var pe *protocol.Error
 	var he *echo.HTTPError
-	return errors.As(err, &pe) || errors.As(err, &he) || WireError(err) != nil
+	return errors.As(err, &pe) || errors.As(err, &he) || app.WireError(err) != nil
 }
 
 // requestID gives every request an id, returned in the X-Request-Id
