@@ -221,27 +221,31 @@ func queryReaders(t *testing.T) map[string]bool {
 			if fd.Recv != nil && len(fd.Recv.List[0].Names) > 0 {
 				recv = fd.Recv.List[0].Names[0].Name
 			}
-			calls[name] = calls[name] // present, even if it calls nothing
-			ast.Inspect(fd.Body, func(n ast.Node) bool {
+			if _, ok := calls[name]; !ok {
+				calls[name] = nil // present, even if it calls nothing
+			}
+			var inspect func(n ast.Node) bool
+			inspect = func(n ast.Node) bool {
 				switch n := n.(type) {
 				case *ast.SelectorExpr:
 					switch n.Sel.Name {
 					case "QueryParam", "QueryParams", "QueryString", "RawQuery":
 						direct[name] = true
 					}
+					// Follow a method only on the receiver (s.sessionRequest),
+					// not every method of that name (s.app.Search).
 					if id, ok := n.X.(*ast.Ident); ok && recv != "" && id.Name == recv {
 						calls[name] = append(calls[name], n.Sel.Name)
 					}
-				case *ast.CallExpr:
-					if id, ok := n.Fun.(*ast.Ident); ok {
-						calls[name] = append(calls[name], id.Name)
-					}
+					ast.Inspect(n.X, inspect)
+					return false
 				case *ast.Ident:
-					// A package function passed as a value (say, to a helper).
+					// A package function, called or passed as a value.
 					calls[name] = append(calls[name], n.Name)
 				}
 				return true
-			})
+			}
+			ast.Inspect(fd.Body, inspect)
 		}
 	}
 	reads := map[string]bool{}
