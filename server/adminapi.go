@@ -13,31 +13,6 @@ import (
 	"github.com/aspd/aspd/store"
 )
 
-// adminRoutes registers the operator API; route adds the operator token
-// check and the strict query check (query.go) to each.
-func (s *Server) adminRoutes(route func(method, path string, h echo.HandlerFunc)) {
-	route(http.MethodPost, "/agents", s.adminCreateAgent)
-	route(http.MethodGet, "/agents", s.adminListAgents)
-	route(http.MethodGet, "/agents/:handle", s.adminGetAgent)
-	route(http.MethodDelete, "/agents/:handle", s.adminDeleteAgent)
-	route(http.MethodPut, "/agents/:handle/policy", s.adminSetPolicy)
-	route(http.MethodPut, "/agents/:handle/allowlist", s.adminAllowlist(app.AllowlistReplace))
-	route(http.MethodPost, "/agents/:handle/allowlist", s.adminAllowlist(app.AllowlistAdd))
-	route(http.MethodDelete, "/agents/:handle/allowlist", s.adminAllowlist(app.AllowlistRemove))
-	route(http.MethodPut, "/agents/:handle/roles", s.adminSetRoles)
-	route(http.MethodPost, "/agents/:handle/blocks", s.adminBlock)
-	route(http.MethodDelete, "/agents/:handle/blocks/:blocked", s.adminUnblock)
-	route(http.MethodPost, "/agents/:handle/token", s.adminRotateToken)
-	route(http.MethodDelete, "/agents/:handle/token", s.adminRevokeToken)
-	route(http.MethodGet, "/sessions", s.adminListSessions)
-	route(http.MethodGet, "/sessions/:id", s.adminGetSession)
-	route(http.MethodGet, "/sessions/:id/events", s.adminSessionEvents)
-	route(http.MethodGet, "/sessions/:id/events/live", s.adminLiveEvents) // consoleapi.go
-	route(http.MethodGet, "/health", s.adminHealth)                       // consoleapi.go
-	route(http.MethodGet, "/export", s.adminExport)
-	route(http.MethodGet, "/search", s.adminSearch)
-}
-
 // AgentWithToken is the answer to agent creation and token rotation.
 type AgentWithToken = protocol.AgentWithToken
 
@@ -128,6 +103,17 @@ func (s *Server) adminAllowlist(op app.AllowlistOp) echo.HandlerFunc {
 	})
 }
 
+// The allowlist's three operations (PUT, POST, DELETE .../allowlist).
+func (s *Server) adminAllowlistReplace(c echo.Context) error {
+	return s.adminAllowlist(app.AllowlistReplace)(c)
+}
+func (s *Server) adminAllowlistAdd(c echo.Context) error {
+	return s.adminAllowlist(app.AllowlistAdd)(c)
+}
+func (s *Server) adminAllowlistRemove(c echo.Context) error {
+	return s.adminAllowlist(app.AllowlistRemove)(c)
+}
+
 func (s *Server) adminSetRoles(c echo.Context) error {
 	return agentUpdate(s, func(c echo.Context, h string, req protocol.RolesRequest) (*protocol.Agent, error) {
 		return s.app.SetRoles(c.Request().Context(), h, req)
@@ -175,7 +161,7 @@ func (s *Server) adminRevokeToken(c echo.Context) error {
 
 // sessionFilter parses the listing filters shared by GET /sessions and the
 // operator's listing and export, from the request's checked query
-// parameters (which of them a route takes is its rule in query.go).
+// parameters (which of them a route takes is its rule in routes.go).
 func sessionFilter(c echo.Context) (store.SessionFilter, error) {
 	q, err := query(c)
 	if err != nil {

@@ -13,17 +13,13 @@ import (
 )
 
 // Chorus webhooks (docs/chorus.md): the operator's registration routes and
-// the callback endpoint agents POST to. The rules are internal/app's
+// the callback endpoint agents POST to (routes in routes.go). The rules are internal/app's
 // (chorus.go); delivery is internal/chorus's worker, which the server runs.
 
 // ChorusConfig configures Chorus: the application's rules and the worker.
 type ChorusConfig struct {
 	App      app.ChorusConfig
 	Delivery chorus.Config
-}
-
-func init() {
-	queryRules["GET /admin/v1/agents/:handle/chorus/deliveries"] = queryRule{params: []string{"limit"}}
 }
 
 // newChorus builds the delivery worker (run only when Chorus has a key)
@@ -46,21 +42,6 @@ func (s *Server) closeChorus() {
 	if s.chorusRunning {
 		s.chorus.Close()
 	}
-}
-
-// chorusRoutes registers the operator routes (operator token, strict
-// query) and the callback route. The callback is authenticated by its
-// token alone; an unknown or expired one is the 404 of an unknown path.
-func (s *Server) chorusRoutes(e *echo.Echo) {
-	admin := func(method, path string, h echo.HandlerFunc) {
-		e.Add(method, "/admin/v1"+path, h, s.adminAuth, s.strictQuery)
-	}
-	admin(http.MethodPut, "/agents/:handle/chorus", s.adminSetChorus)
-	admin(http.MethodGet, "/agents/:handle/chorus", s.adminGetChorus)
-	admin(http.MethodDelete, "/agents/:handle/chorus", s.adminDeleteChorus)
-	admin(http.MethodGet, "/agents/:handle/chorus/deliveries", s.adminChorusDeliveries)
-	admin(http.MethodPost, "/agents/:handle/chorus/deliveries/:id/redeliver", s.adminChorusRedeliver)
-	e.POST("/chorus/callback/:token", s.chorusCallback, s.strictQuery)
 }
 
 func (s *Server) adminSetChorus(c echo.Context) error {

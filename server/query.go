@@ -9,7 +9,6 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/aspd/aspd/internal/app"
 	"github.com/aspd/aspd/protocol"
 )
 
@@ -20,8 +19,9 @@ import (
 // misspelt filter must never widen what a request reads (an export of one
 // participant's sessions must not become an export of the network).
 
-// queryRule is what one route accepts in its query string. Every parameter
-// takes exactly one value; the handler validates the value itself.
+// queryRule is what one route accepts in its query string (its entry in
+// the route table, routes.go). Every parameter takes exactly one value; the
+// handler validates the value itself.
 type queryRule struct {
 	params  []string          // the accepted names
 	aliases [][2]string       // two names of one parameter: give at most one
@@ -29,47 +29,9 @@ type queryRule struct {
 	alone   string            // a parameter that excludes every other
 }
 
-var (
-	// pageQuery is the paging of an event log.
-	pageQuery = queryRule{params: []string{"after_sequence", "cursor", "limit"}, aliases: [][2]string{{"after_sequence", "cursor"}}}
-	// listingParams are the filters of every session listing and export.
-	listingParams = []string{"state", "since", "until", "before"}
-)
-
-// queryRules holds, per route (method and registered path), the query
-// parameters it takes. A route that is not listed takes none.
-var queryRules = map[string]queryRule{
-	"GET /sessions": {
-		params:  append(slices.Clone(listingParams), "status", "cursor", "limit"),
-		aliases: [][2]string{{"before", "cursor"}},
-	},
-	"GET /sessions/:id/events": pageQuery,
-	"GET /connect":             {params: []string{"token"}},
-	"GET /stream":              {params: []string{"instrument", "session", "filter"}},
-
-	"GET /decisions/:moment_id/await": {params: []string{"timeout_seconds"}},
-
-	"GET /admin/v1/agents": {params: []string{"owner"}},
-
-	"GET /admin/v1/sessions/:id/events/live": {params: []string{"after_sequence"}}, // consoleapi.go
-	"GET /admin/v1/sessions": {
-		params:  append(slices.Clone(listingParams), "participant", "status", "cursor", "limit"),
-		aliases: [][2]string{{"before", "cursor"}},
-		needs:   map[string]string{"status": "participant"},
-	},
-	"GET /admin/v1/sessions/:id/events": pageQuery,
-	"GET /admin/v1/export": {
-		params: append(slices.Clone(listingParams), "participant", "status", "session"),
-		needs:  map[string]string{"status": "participant"},
-		alone:  "session",
-	},
-	"GET /admin/v1/search": {params: app.SearchParams()},
-}
-
 // checkQuery decodes the request's query string and checks it against the
 // route's rule.
-func checkQuery(c echo.Context) (url.Values, error) {
-	rule := queryRules[c.Request().Method+" "+c.Path()]
+func checkQuery(c echo.Context, rule queryRule) (url.Values, error) {
 	q, err := parseQuery(c.Request().URL.RawQuery)
 	if err != nil {
 		return nil, err
@@ -117,14 +79,22 @@ func checkQuery(c echo.Context) (url.Values, error) {
 
 const queryKey = "query"
 
-// query returns the request's query parameters, checked by checkQuery on
-// first use. Every handler that can be reached with a query string calls it
-// (or runs behind strictQuery) before anything else.
+// query returns the request's query parameters, as checked by strictQuery
+// against the route's rule. On a route without strictQuery they are checked
+// on first use against the zero rule: such a route takes no parameters.
+// Every handler that can be reached with a query string calls it (or runs
+// behind strictQuery) before anything else.
 func query(c echo.Context) (url.Values, error) {
 	if q, ok := c.Get(queryKey).(url.Values); ok {
 		return q, nil
 	}
-	q, err := checkQuery(c)
+	return checkedQuery(c, queryRule{})
+}
+
+// checkedQuery checks the query string against rule and keeps the result
+// for query.
+func checkedQuery(c echo.Context, rule queryRule) (url.Values, error) {
+	q, err := checkQuery(c, rule)
 	if err != nil {
 		return nil, err
 	}
@@ -132,20 +102,22 @@ func query(c echo.Context) (url.Values, error) {
 	return q, nil
 }
 
-// strictQuery checks the query string before the handler runs: the operator
-// routes are registered with it, so none of them can forget, and so can the
-// agent group be. Handlers still read their values with query.
-func (s *Server) strictQuery(next echo.HandlerFunc) echo.HandlerFunc {
-	return func(c echo.Context) error {
-		// A group's catch-all not-found routes ("/*", or "/" for the
-		// root group) stay the 404 of an unknown route, query or not.
-		if p := c.Path(); p == "/" || strings.HasSuffix(p, "*") {
+// strictQuery checks the query string against the route's rule (its entry
+// in the route table, routes.go) before the handler runs, so that no handler
+// can forget. Handlers still read their values with query.
+func strictQuery(rule queryRule) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			// A group's catch-all not-found routes ("/*", or "/" for the
+			// root group) stay the 404 of an unknown route, query or not.
+			if p := c.Path(); p == "/" || strings.HasSuffix(p, "*") {
+				return next(c)
+			}
+			if _, err := checkedQuery(c, rule); err != nil {
+				return err
+			}
 			return next(c)
 		}
-		if _, err := query(c); err != nil {
-			return err
-		}
-		return next(c)
 	}
 }
 

@@ -51,7 +51,11 @@ func TestCheckQuery(t *testing.T) {
 		req.URL.RawQuery = tt.query
 		c := e.NewContext(req, httptest.NewRecorder())
 		c.SetPath(tt.path)
-		_, err := checkQuery(c)
+		rt := findRoute(tt.method, tt.path)
+		if rt == nil {
+			t.Fatalf("%s %s is not in the route table", tt.method, tt.path)
+		}
+		_, err := checkQuery(c, rt.query)
 		switch {
 		case tt.wantErr == "" && err != nil:
 			t.Errorf("%s %s?%s: %v", tt.method, tt.path, tt.query, err)

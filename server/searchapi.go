@@ -10,7 +10,7 @@ import (
 
 // adminSearch is GET /admin/v1/search, the operator's transcript search
 // (docs/search.md). Every rule is app.Search's; the query parameters it
-// takes are registered in queryRules (query.go).
+// takes are its rule in the route table (routes.go).
 func (s *Server) adminSearch(c echo.Context) error {
 	q, err := query(c)
 	if err != nil {

@@ -6,6 +6,10 @@
 // JSON, Server-Sent Events or WebSocket messages. What a request may do, and
 // publishing what it commits, is the application's business, not this
 // package's.
+//
+// Every route is an entry of the route table in routes.go: method, path,
+// authentication, query parameters, rate-limited action, request and
+// response types, handler. routes() registers the table and nothing else.
 package server
 
 import (
@@ -26,7 +30,6 @@ import (
 	"github.com/aspd/aspd/internal/app"
 	"github.com/aspd/aspd/internal/chorus"
 	"github.com/aspd/aspd/internal/cluster"
-	"github.com/aspd/aspd/internal/mcp"
 	"github.com/aspd/aspd/protocol"
 	"github.com/aspd/aspd/replay"
 	"github.com/aspd/aspd/store"
@@ -108,10 +111,11 @@ func (s *Server) Close() {
 	s.app.Close()
 }
 
-// routes registers every route with its own middleware. No group carries
-// middleware: echo would register a catch-all behind it, and an unknown
-// path or a wrong method would then be answered by authentication (401)
-// instead of 404 not_found or 405 method_not_allowed.
+// routes registers every route of the route table (routes.go) with its own
+// middleware. No group carries middleware: echo would register a catch-all
+// behind it, and an unknown path or a wrong method would then be answered
+// by authentication (401) instead of 404 not_found or 405
+// method_not_allowed.
 func (s *Server) routes() *echo.Echo {
 	e := echo.New()
 	e.HideBanner = true
@@ -119,42 +123,11 @@ func (s *Server) routes() *echo.Echo {
 	e.HTTPErrorHandler = s.errorHandler
 	e.Use(s.requestID, s.accessLog, s.recoverer, s.retryAfter)
 
-	e.GET("/healthz", s.healthz)
-	e.GET("/readyz", s.readyz)
-
-	agentRoute := func(method, path string, h echo.HandlerFunc, m ...echo.MiddlewareFunc) {
-		e.Add(method, path, h, append([]echo.MiddlewareFunc{s.agentAuth, s.strictQuery}, m...)...)
+	mounted := map[string]echo.HandlerFunc{}
+	for i := range routeTable {
+		rt := &routeTable[i]
+		e.Add(rt.method, rt.path, s.routeHandler(rt, mounted), s.routeMiddleware(rt)...)
 	}
-	agentRoute(http.MethodPost, "/sessions", s.createSession, s.admit(app.ActCreateSession))
-	agentRoute(http.MethodGet, "/sessions", s.listSessions)
-	agentRoute(http.MethodGet, "/sessions/:id", s.getSession)
-	agentRoute(http.MethodGet, "/sessions/:id/events", s.listEvents)
-	agentRoute(http.MethodPost, "/sessions/:id/join", s.join)
-	agentRoute(http.MethodPost, "/sessions/:id/invite", s.invite, s.admit(app.ActInvite))
-	agentRoute(http.MethodPost, "/sessions/:id/messages", s.sendMessage, s.admit(app.ActSendMessage))
-	agentRoute(http.MethodPost, "/sessions/:id/leave", s.leave)
-	agentRoute(http.MethodPost, "/sessions/:id/end", s.end)
-	agentRoute(http.MethodPost, "/sessions/:id/reopen", s.reopen, s.admit(app.ActReopen))
-	agentRoute(http.MethodGet, "/connect", s.connect)
-	agentRoute(http.MethodPost, "/frames", s.submitFrame, s.admit(app.ActSubmitFrame))
-	agentRoute(http.MethodGet, "/stream", s.openStream)
-	agentRoute(http.MethodGet, "/stream/roster", s.roster)
-	agentRoute(http.MethodGet, "/decisions/pending", s.pendingDecisions)
-	agentRoute(http.MethodGet, "/decisions/:moment_id", s.getDecision)
-	agentRoute(http.MethodGet, "/decisions/:moment_id/await", s.awaitDecision)
-	agentRoute(http.MethodPost, "/decisions/:moment_id/resolve", s.resolveDecision, s.admit(app.ActSendMessage))
-	// MCP tools (internal/mcp), authenticated by the agent token in its own middleware.
-	e.Match([]string{http.MethodGet, http.MethodPost, http.MethodDelete}, "/mcp", echo.WrapHandler(mcp.Handler(s.app, s.cfg.MaxBodyBytes)))
-
-	s.adminRoutes(func(method, path string, h echo.HandlerFunc) {
-		e.Add(method, "/admin/v1"+path, h, s.adminAuth, s.strictQuery)
-	})
-	e.GET("/metrics", s.metricsHandler, s.adminAuth, s.strictQuery)
-	s.chorusRoutes(e)
-	// The web console (internal/console): static pages, no authentication of
-	// their own; every call they make goes to /admin/v1 with the token.
-	e.GET("/console", s.consoleHandler())
-	e.GET("/console/*", s.consoleHandler())
 	s.metrics.setRoutes(e.Routes())
 	return e
 }
@@ -189,7 +162,7 @@ func (s *Server) errorHandler(err error, c echo.Context) {
 			pe = protocol.Errorf(he.Code, "http_error", "%v", he.Message)
 		}
 	default:
-		if pe = WireError(err); pe == nil {
+		if pe = app.WireError(err); pe == nil {
 			pe = protocol.Errorf(http.StatusInternalServerError, protocol.CodeInternal, "internal error")
 		}
 	}
@@ -212,7 +185,7 @@ func (s *Server) errorHandler(err error, c echo.Context) {
 func isAnswer(err error) bool {
 	var pe *protocol.Error
 	var he *echo.HTTPError
-	return errors.As(err, &pe) || errors.As(err, &he) || WireError(err) != nil
+	return errors.As(err, &pe) || errors.As(err, &he) || app.WireError(err) != nil
 }
 
 // requestID gives every request an id, returned in the X-Request-Id

@@ -12,9 +12,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aspd/aspd/internal/app"
 	"github.com/aspd/aspd/internal/dbtest"
 	"github.com/aspd/aspd/protocol"
-	"github.com/aspd/aspd/server"
 	"github.com/aspd/aspd/store"
 )
 
@@ -27,9 +27,9 @@ func text(s string) json.RawMessage {
 }
 
 // answerTo is the answer a client gets for err: the store speaks in domain
-// errors, and the HTTP edge maps them (server.WireError).
+// errors, and the edge maps them (app.WireError, internal/app/errors.go).
 func answerTo(err error) (*protocol.Error, bool) {
-	pe := server.WireError(err)
+	pe := app.WireError(err)
 	return pe, pe != nil
 }
 

@@ -4,12 +4,12 @@ import "errors"
 
 // The store speaks in domain errors. A request the store refuses by one of
 // its rules is an *Error whose Kind says which rule, and whose Message says
-// it to a human; nothing here knows about HTTP. The edge (server/errors.go)
-// maps each Kind to the answer a client gets (status, code, message), in one
-// place. Errors are wrapped with context on their way up (fmt.Errorf("...:
-// %w")); errors.Is(err, ErrNotJoined) and errors.As(err, &*store.Error) see
-// through the wrapping, and the edge answers with the Message, never with
-// the wrapped text.
+// it to a human; nothing here knows about HTTP. The edge
+// (internal/app/errors.go, WireError) maps each Kind to the answer a client
+// gets (status, code, message), in one place. Errors are wrapped with
+// context on their way up (fmt.Errorf("...: %w")); errors.Is(err,
+// ErrNotJoined) and errors.As(err, &*store.Error) see through the wrapping,
+// and the edge answers with the Message, never with the wrapped text.
 
 // Kind classifies a refusal of the store.
 type Kind uint8
