@@ -391,7 +391,7 @@ func TestOutagePostgresDown(t *testing.T) {
 	alice, bob, sp := setupSession(t, e)
 	carol, dave := e.agent("@acme.carol"), e.agent("@acme.dave")
 	e.must(http.StatusOK, "GET", "/sessions", carol, nil, nil) // carol's token is now cached; dave's is not
-	ws := wsDial(t, e, bob)                                   // open before the outage: stays open
+	ws := wsDial(t, e, bob)                                    // open before the outage: stays open
 
 	pgAllow(t, admin, name, false)
 	pgTerminate(t, admin, name)

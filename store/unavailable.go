@@ -50,7 +50,10 @@ func unavailable(cause error) error {
 // (killed by the server, closed, reset), so another connection may well
 // succeed; a failure to connect is not lost but unavailable.
 func classify(err error) (isUnavailable, lost bool) {
-	if err == nil {
+	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		// The caller's cancellation or time bound (which a driver reports
+		// as a timeout, and context.DeadlineExceeded is a net.Error): not
+		// the database's state. runTx classifies its own time bound.
 		return false, false
 	}
 	var ce *pgconn.ConnectError

@@ -90,6 +90,10 @@ func TestClassifyRealErrors(t *testing.T) {
 		check(t, "ENOSPC", fmt.Errorf("store: create: %w", &fs.PathError{Op: "write", Path: path, Err: syscall.ENOSPC}), want{true, false})
 		check(t, "EROFS", fmt.Errorf("store: create: %w", &fs.PathError{Op: "open", Path: path, Err: syscall.EROFS}), want{true, false})
 		check(t, "not a store failure", fmt.Errorf("store: create: %w", fs.ErrExist), want{false, false})
+		cctx, cancel := context.WithCancel(ctx)
+		cancel()
+		_, err = db.ExecContext(cctx, `INSERT INTO t VALUES ('d', x'00')`)
+		check(t, "the caller's cancellation", err, want{false, false})
 	})
 
 	t.Run("postgres", func(t *testing.T) {
@@ -108,6 +112,10 @@ func TestClassifyRealErrors(t *testing.T) {
 		check(t, "a unique violation", err, want{false, false})
 		_, err = db.Exec(`SELEC 1`)
 		check(t, "a syntax error", err, want{false, false})
+		tctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+		_, err = db.ExecContext(tctx, `SELECT pg_sleep(5)`)
+		cancel()
+		check(t, "the caller's time bound", err, want{false, false})
 
 		// A read-only transaction (a standby, a demoted primary): 25006.
 		conn, err := db.Conn(ctx)
