@@ -126,13 +126,18 @@ func (g *guardConn) ExecContext(ctx context.Context, query string, args []driver
 	if err != nil {
 		return nil, g.c.h.observe(err)
 	}
-	g.wrote()
+	g.wrote(res)
 	return res, nil
 }
 
-// wrote records a statement that may have written: in a transaction, its
-// commit then counts as a write; outside one, it committed.
-func (g *guardConn) wrote() {
+// wrote records a statement that changed rows: in a transaction, its
+// commit then counts as a write; outside one, it committed. A statement
+// that changed nothing wrote nothing (SQLite commits it even on a full
+// disk), so it says nothing about whether writes work.
+func (g *guardConn) wrote(res driver.Result) {
+	if n, err := res.RowsAffected(); err != nil || n == 0 {
+		return
+	}
 	if g.tx != nil {
 		g.tx.wrote = true
 	} else if g.c.writer {
@@ -207,7 +212,7 @@ func (g *guardConn) CheckNamedValue(nv *driver.NamedValue) error {
 type guardTx struct {
 	g     *guardConn
 	inner driver.Tx
-	wrote bool // an Exec ran in it: its commit is a write
+	wrote bool // a statement in it changed rows: its commit is a write
 }
 
 func (t *guardTx) Commit() error {
@@ -250,7 +255,7 @@ func (s *guardStmt) Exec(args []driver.Value) (driver.Result, error) {
 	if err != nil {
 		return nil, s.g.c.h.observe(err)
 	}
-	s.g.wrote()
+	s.g.wrote(res)
 	return res, nil
 }
 
@@ -276,7 +281,7 @@ func (s *guardStmt) ExecContext(ctx context.Context, args []driver.NamedValue) (
 	if err != nil {
 		return nil, s.g.c.h.observe(err)
 	}
-	s.g.wrote()
+	s.g.wrote(res)
 	return res, nil
 }
 

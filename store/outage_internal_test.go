@@ -174,6 +174,16 @@ func TestOutageSQLiteFull(t *testing.T) {
 			if s.Available() {
 				t.Fatal("Available after a write failed for a full database")
 			}
+			// Past the settle time, a statement that changes nothing commits
+			// even on a full disk: it must not end the outage.
+			s.SetHealthClockForTest(func() time.Time { return time.Now().Add(2 * settle) })
+			if err := s.ExecForTest(ctx, `UPDATE agents SET inbound_policy = 'open' WHERE handle = 'nobody'`); err != nil {
+				t.Fatal(err)
+			}
+			if s.Available() {
+				t.Fatal("a write that changed nothing ended the outage")
+			}
+			s.SetHealthClockForTest(time.Now)
 			wantUnavailable(t, "Ready when the database is full", s.Ready(ctx))
 			if err := s.Ping(ctx); err != nil {
 				t.Fatalf("ping: %v (a full disk does not stop pings, which is why Ready writes)", err)
