@@ -303,6 +303,9 @@ func TestOutageSQLiteDiskFull(t *testing.T) {
 		"allowlist": []string{"@acme.alice"}, "roles": []string{"ops"}})
 	wantStoreUnavailable(t, "creating an agent on a full disk", r)
 
+	// A token rotation either hands out the new token or changes nothing.
+	wantStoreUnavailable(t, "rotating a token on a full disk", e.do("POST", "/admin/v1/agents/@acme.bob/token", adminToken, nil))
+
 	// MCP: the tool error carries the code and when to retry.
 	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "send_message",
 		Arguments: map[string]any{"session_id": strings.TrimPrefix(sp, "/sessions/"), "content": "via mcp"}})
@@ -331,7 +334,7 @@ func TestOutageSQLiteDiskFull(t *testing.T) {
 	e.must(http.StatusCreated, "POST", sp+"/messages", alice, map[string]any{"content": "after the outage"}, &sent)
 	acked = append(acked, sent.MessageID)
 	readUntil(t, ws, sent.MessageID) // the WebSocket opened before stayed open
-	wantMessagesInLog(t, e, bob, sp, acked)
+	wantMessagesInLog(t, e, bob, sp, acked) // bob's token survived the refused rotation
 	if r := e.do("GET", "/admin/v1/agents/@acme.carol", adminToken, nil); r.Status != http.StatusNotFound {
 		t.Fatalf("agent refused during the outage exists: %d %s", r.Status, r.Body)
 	}

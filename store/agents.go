@@ -265,6 +265,33 @@ func (s *Store) SetTokenHash(ctx context.Context, handle string, hash []byte) er
 	return s.updateAgent(ctx, handle, `UPDATE agents SET token_hash = $2 WHERE handle = $1 AND deleted_at IS NULL`, nullBytes(hash))
 }
 
+// RotateTokenHash sets an agent's new token hash and returns its record as
+// that transaction wrote it: the caller hands out the only copy of the new
+// token with it, so nothing may fail after the commit (a read afterwards
+// could, and leave the agent with a token nobody has).
+func (s *Store) RotateTokenHash(ctx context.Context, handle string, hash []byte) (*protocol.Agent, error) {
+	var rec *protocol.Agent
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE agents SET token_hash = $2 WHERE handle = $1 AND deleted_at IS NULL`, handle, nullBytes(hash))
+		if err != nil {
+			return fmt.Errorf("store: rotate token: %w", err)
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return ErrNotFound
+		}
+		m, err := loadAgents(ctx, tx, []string{handle})
+		if err != nil {
+			return err
+		}
+		rec = m[handle]
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return rec, nil
+}
+
 // SetPolicy sets an agent's inbound policy.
 func (s *Store) SetPolicy(ctx context.Context, handle, policy string) error {
 	return s.updateAgent(ctx, handle, `UPDATE agents SET inbound_policy = $2 WHERE handle = $1 AND deleted_at IS NULL`, policy)

@@ -208,6 +208,21 @@ func TestOutageSQLiteFull(t *testing.T) {
 				t.Fatalf("agent half created: %v", err)
 			}
 
+			// A rotation either stores the new token and answers with the
+			// record, or leaves the old one working. (Here it may succeed:
+			// max_page_count, unlike a full disk, lets a write that needs no
+			// new page through.)
+			if rec, err := s.RotateTokenHash(ctx, "@acme.bob", []byte("hash-bob-2")); err == nil {
+				if rec == nil || !rec.HasToken {
+					t.Fatalf("a rotation that committed answered %+v", rec)
+				}
+			} else {
+				wantUnavailable(t, "rotating a token when the database is full", err)
+				if h, err := s.Authenticate(ctx, []byte("hash-@acme.bob")); err != nil || h != "@acme.bob" {
+					t.Fatalf("the old token after a refused rotation: %q %v", h, err)
+				}
+			}
+
 			// Space again: the store recovers by itself, at the next probe.
 			if _, err := s.QueryIntForTest(ctx, `PRAGMA max_page_count = 1073741823`); err != nil {
 				t.Fatal(err)
@@ -223,6 +238,10 @@ func TestOutageSQLiteFull(t *testing.T) {
 				Roles: []string{"ops"}, TokenHash: []byte("hash-carol")})
 			if err != nil || len(a.Allowlist) != len(allow) || len(a.Roles) != 1 {
 				t.Fatalf("the agent after recovery: %+v %v", a, err)
+			}
+			rec, err := s.RotateTokenHash(ctx, "@acme.bob", []byte("hash-bob-2"))
+			if err != nil || rec == nil || rec.Handle != "@acme.bob" || !rec.HasToken {
+				t.Fatalf("rotation after recovery: %+v %v", rec, err)
 			}
 			wantOutageLogged(t, logs.String())
 		})

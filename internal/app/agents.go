@@ -228,14 +228,13 @@ func (a *App) RotateToken(ctx context.Context, handle string) (protocol.AgentWit
 		return none, err
 	}
 	tok := NewToken()
-	if err := a.st.SetTokenHash(ctx, handle, HashToken(tok)); err != nil {
-		return none, err
-	}
-	a.cutOff(handle, "token rotated")
-	ag, err := a.st.GetAgent(ctx, handle)
+	// The record comes from the rotation's own transaction: once the new
+	// token is stored, the operator gets it (store.RotateTokenHash).
+	ag, err := a.st.RotateTokenHash(ctx, handle, HashToken(tok))
 	if err != nil {
 		return none, err
 	}
+	a.cutOff(handle, "token rotated")
 	a.log.Info("token rotated", "agent", handle)
 	return protocol.AgentWithToken{Agent: ag, Token: tok}, nil
 }
