@@ -333,7 +333,7 @@ func TestOutageSQLiteDiskFull(t *testing.T) {
 	var sent protocol.SendMessageResponse
 	e.must(http.StatusCreated, "POST", sp+"/messages", alice, map[string]any{"content": "after the outage"}, &sent)
 	acked = append(acked, sent.MessageID)
-	readUntil(t, ws, sent.MessageID) // the WebSocket opened before stayed open
+	readUntil(t, ws, sent.MessageID)        // the WebSocket opened before stayed open
 	wantMessagesInLog(t, e, bob, sp, acked) // bob's token survived the refused rotation
 	if r := e.do("GET", "/admin/v1/agents/@acme.carol", adminToken, nil); r.Status != http.StatusNotFound {
 		t.Fatalf("agent refused during the outage exists: %d %s", r.Status, r.Body)
