@@ -25,7 +25,11 @@ const (
 	CodeConflict        = "conflict"               // 409: e.g. handle already exists
 	CodeRateLimited     = "rate_limited"           // 429
 	CodeInternal        = "internal"               // 500
-	CodeUnavailable     = "unavailable"            // 503: shutting down or database unreachable
+	CodeUnavailable     = "unavailable"            // 503: shutting down, Chorus off, a search too slow
+	// CodeStoreUnavailable: the database cannot serve now (down, restarting,
+	// its disk full); answered with Retry-After, and the same request may
+	// succeed later.
+	CodeStoreUnavailable = "store_unavailable" // 503
 )
 
 // Error is an API error: an HTTP status, a stable code, a message for humans

@@ -11,11 +11,12 @@ import (
 
 // WebSocket close codes aspd uses (docs/api.md, docs/delivery.md).
 const (
-	CloseNormal       = 1000
-	CloseGoingAway    = 1001 // server shutting down
-	ClosePolicy       = 1008 // slow consumer
-	CloseInternal     = 1011 // server-side failure; reconnect
-	CloseUnauthorized = 4001 // token rotated or revoked, agent deleted
+	CloseNormal        = 1000
+	CloseGoingAway     = 1001 // server shutting down
+	ClosePolicy        = 1008 // slow consumer
+	CloseInternal      = 1011 // server-side failure; reconnect
+	CloseTryAgainLater = 1013 // the store cannot serve now; reconnect after a pause
+	CloseUnauthorized  = 4001 // token rotated or revoked, agent deleted
 )
 
 // Transport is one live connection's outbound side.

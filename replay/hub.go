@@ -91,6 +91,8 @@ type Hub struct {
 
 	presenceLocks sync.Map // handle -> *sync.Mutex: serialises first-open / last-close
 
+	cursorLog failureLog // saving cursors: logged when it starts and stops failing
+
 	done  chan struct{}
 	wg    sync.WaitGroup // background goroutine
 	conns sync.WaitGroup // attached connections, until detached
@@ -296,8 +298,9 @@ func (h *Hub) saveCursors(cs []visibility.Cursor) {
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := h.st.SaveCursors(ctx, cs); err != nil {
-		h.log.Error("saving cursors failed; they will be retried", "count", len(cs), "err", err)
+	err := h.st.SaveCursors(ctx, cs)
+	h.cursorLog.record(h.log, err, len(cs))
+	if err != nil {
 		// Put them back so the next flush retries them.
 		h.mu.Lock()
 		for _, c := range cs {
@@ -348,4 +351,33 @@ func collectCursors(handle string, conns map[*Conn]struct{}, floors map[string]f
 		}
 	}
 	return out
+}
+
+// failureLog logs a periodic operation that fails on every round (saving
+// cursors, every flush, while the store is down) once when it starts
+// failing and once when it works again, with the count of failed rounds
+// and how long it lasted: not once per round.
+type failureLog struct {
+	mu     sync.Mutex
+	since  time.Time // zero while it works
+	failed int
+}
+
+func (f *failureLog) record(log *slog.Logger, err error, count int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	switch {
+	case err != nil && f.since.IsZero():
+		f.since, f.failed = time.Now(), 1
+		level := slog.LevelError // a bug, unless the store is in an outage (which it logs itself)
+		if store.IsUnavailable(err) {
+			level = slog.LevelWarn
+		}
+		log.Log(context.Background(), level, "saving cursors failed; they are kept and retried at every flush, logged again when it works", "count", count, "err", err)
+	case err != nil:
+		f.failed++
+	case !f.since.IsZero():
+		log.Info("saving cursors works again", "failed_flushes", f.failed, "duration", time.Since(f.since).Round(time.Millisecond))
+		f.since, f.failed = time.Time{}, 0
+	}
 }

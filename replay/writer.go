@@ -65,12 +65,11 @@ func (c *Conn) kickLocked() {
 func (c *Conn) replay() {
 	pending, err := c.hub.st.PendingSessions(c.ctx, c.handle)
 	if err != nil {
-		c.hub.log.Error("replay: listing pending sessions failed", "agent", c.handle, "err", err)
 		c.mu.Lock()
 		c.running = false
 		c.mu.Unlock()
 		c.writers.Done()
-		c.close(CloseInternal, "internal error")
+		c.closeFailed("replay: listing pending sessions failed", err)
 		return
 	}
 	c.mu.Lock()
@@ -110,9 +109,21 @@ func (c *Conn) fail(err error) {
 		c.mu.Unlock()
 	case errors.Is(err, errClosed):
 	default:
-		c.hub.log.Error("delivery failed", "agent", c.handle, "err", err)
-		c.close(CloseInternal, "internal error")
+		c.closeFailed("delivery failed", err)
 	}
+}
+
+// closeFailed closes the connection after the store failed it: 1013 try
+// again later when the store cannot serve now (an outage, which the store
+// logs once, not once per connection), else 1011 and an ERROR line.
+func (c *Conn) closeFailed(msg string, err error) {
+	if store.IsUnavailable(err) {
+		c.hub.log.Debug(msg, "agent", c.handle, "err", err)
+		c.close(CloseTryAgainLater, "try again later")
+		return
+	}
+	c.hub.log.Error(msg, "agent", c.handle, "err", err)
+	c.close(CloseInternal, "internal error")
 }
 
 var errClosed = errors.New("hub: connection closed")

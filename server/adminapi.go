@@ -252,7 +252,7 @@ func (s *Server) adminExport(c echo.Context) error {
 	}
 	status := "complete"
 	if err != nil {
-		s.log.Error("export failed midway", "events_written", n, "err", err)
+		app.LogFailure(s.log, "export failed midway", err, "events_written", n)
 		status = "error"
 	}
 	w.Header().Set("Aspd-Export-Status", status)

@@ -47,7 +47,11 @@ func (s *Server) agentAuth(next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		handle, err := s.app.Authenticate(c.Request().Context(), tok)
 		if err != nil {
-			c.Response().Header().Set("WWW-Authenticate", `Bearer realm="aspd"`)
+			// The challenge belongs to a 401 only: a store outage (503)
+			// says nothing about the token.
+			if pe := app.Answer(err); pe.Status == http.StatusUnauthorized {
+				c.Response().Header().Set("WWW-Authenticate", `Bearer realm="aspd"`)
+			}
 			return err
 		}
 		c.Set("agent", handle)

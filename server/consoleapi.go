@@ -69,7 +69,7 @@ func (s *Server) adminLiveEvents(c echo.Context) error {
 			return nil
 		case err != nil:
 			if ctx.Err() == nil {
-				s.log.Error("live transcript: reading events failed", "session", id, "request_id", requestID(c), "err", err)
+				app.LogFailure(s.log, "live transcript: reading events failed", err, "session", id, "request_id", requestID(c))
 			}
 			return nil
 		case len(evs) == 0:

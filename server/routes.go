@@ -110,7 +110,7 @@ var routeTable = []route{
 		handler: (*Server).healthz},
 	{method: http.MethodGet, path: "/readyz", auth: authNone,
 		response: readyzBody{}, status: http.StatusOK,
-		summary: "Readiness: the database answers (503 unavailable when it does not).",
+		summary: "Readiness: the store can serve (503 store_unavailable while it cannot).",
 		handler: (*Server).readyz},
 
 	// The agent API (agentapi.go, ws.go, frameapi.go, sse.go, decisionapi.go).

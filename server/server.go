@@ -169,8 +169,17 @@ func (s *Server) errorHandler(err error, c echo.Context) {
 	if pe.Status == 0 {
 		pe.Status = http.StatusBadRequest
 	}
-	// 501 answers a request for a feature aspd does not offer; it is not a failure.
-	if pe.Status >= 500 && pe.Status != http.StatusNotImplemented {
+	switch {
+	case pe.Code == protocol.CodeStoreUnavailable:
+		// A store outage, not a bug: the store logs it once when it starts
+		// and once when it ends, not once per request. The client is told
+		// when to try again.
+		s.log.Debug("request refused: store unavailable", "method", methodLabel(req.Method), "route", c.Path(), "request_id", requestID(c), "err", err)
+		if c.Response().Header().Get("Retry-After") == "" {
+			c.Response().Header().Set("Retry-After", strconv.Itoa(app.StoreRetryAfterSeconds))
+		}
+	case pe.Status >= 500 && pe.Status != http.StatusNotImplemented:
+		// 501 answers a request for a feature aspd does not offer; it is not a failure.
 		s.log.Error("request failed", "method", methodLabel(req.Method), "route", c.Path(), "request_id", requestID(c), "status", pe.Status, "err", err)
 	}
 	if pe.Status == http.StatusTooManyRequests && c.Response().Header().Get("Retry-After") == "" {
@@ -309,12 +318,15 @@ func (s *Server) healthz(c echo.Context) error {
 	return c.JSON(http.StatusOK, map[string]string{"status": "ok"})
 }
 
-// readyz reports ready when the database answers.
+// readyz reports ready when the store can serve (store.Ready): the
+// database answers and, after writes failed, a probe write commits. Not
+// ready is 503 store_unavailable with Retry-After, logged by the store once
+// per outage, not per poll.
 func (s *Server) readyz(c echo.Context) error {
 	ctx, cancel := context.WithTimeout(c.Request().Context(), 2*time.Second)
 	defer cancel()
-	if err := s.app.Store().Ping(ctx); err != nil {
-		return protocol.Errorf(http.StatusServiceUnavailable, protocol.CodeUnavailable, "database unreachable")
+	if err := s.app.Store().Ready(ctx); err != nil {
+		return protocol.Errorf(http.StatusServiceUnavailable, protocol.CodeStoreUnavailable, "the store cannot serve requests right now")
 	}
 	ready := map[string]any{"status": "ready", "store": s.app.Store().Dialect(), "connections": s.app.DeliveryStats().Connections}
 	if n := s.app.Node(); n != nil {

@@ -20,6 +20,7 @@ type NewAgent struct {
 	Handle        string
 	InboundPolicy string
 	Allowlist     []string
+	Roles         []string // nil: none
 	TokenHash     []byte
 }
 
@@ -27,22 +28,57 @@ type NewAgent struct {
 // deleted, is a conflict: handles are never reused, so a new owner can never
 // read an old agent's transcripts.
 func (s *Store) CreateAgent(ctx context.Context, a NewAgent) error {
-	return s.inTx(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, `INSERT INTO agents (handle, owner, inbound_policy, token_hash, created_at)
-			VALUES ($1, $2, $3, $4, $5) ON CONFLICT (handle) DO NOTHING`,
-			a.Handle, protocol.Owner(a.Handle), a.InboundPolicy, nullBytes(a.TokenHash), s.nowMs())
+	_, err := s.CreateAgentRecord(ctx, a)
+	return err
+}
+
+// CreateAgentRecord creates an agent, with its allowlist and roles, in one
+// transaction, and returns its record as that transaction wrote it: the
+// caller hands out the agent's only copy of its token with it, so nothing
+// may fail after the commit (a read afterwards could, and lose the token
+// of an agent that exists).
+func (s *Store) CreateAgentRecord(ctx context.Context, a NewAgent) (*protocol.Agent, error) {
+	var rec *protocol.Agent
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `INSERT INTO agents (handle, owner, inbound_policy, token_hash, roles, created_at)
+			VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (handle) DO NOTHING`,
+			a.Handle, protocol.Owner(a.Handle), a.InboundPolicy, nullBytes(a.TokenHash), encodeRoles(a.Roles), s.nowMs())
 		if err != nil {
 			return fmt.Errorf("store: create agent: %w", err)
 		}
 		if n, _ := res.RowsAffected(); n == 0 {
 			var deleted bool
-			if err := tx.QueryRowContext(ctx, `SELECT deleted_at IS NOT NULL FROM agents WHERE handle = $1`, a.Handle).Scan(&deleted); err == nil && deleted {
+			err := tx.QueryRowContext(ctx, `SELECT deleted_at IS NOT NULL FROM agents WHERE handle = $1`, a.Handle).Scan(&deleted)
+			if err != nil && !errors.Is(err, sql.ErrNoRows) {
+				return fmt.Errorf("store: create agent: %w", err)
+			}
+			if deleted {
 				return &Error{Kind: KindConflict, Message: fmt.Sprintf("handle %s belonged to a deleted agent and cannot be reused: handles are never reused, so that no new owner can read the old agent's sessions; choose another handle", a.Handle)}
 			}
 			return &Error{Kind: KindConflict, Message: fmt.Sprintf("agent %s already exists", a.Handle)}
 		}
-		return replaceAllowlist(ctx, tx, a.Handle, a.Allowlist)
+		if err := replaceAllowlist(ctx, tx, a.Handle, a.Allowlist); err != nil {
+			return err
+		}
+		m, err := loadAgents(ctx, tx, []string{a.Handle})
+		if err != nil {
+			return err
+		}
+		rec = m[a.Handle]
+		return nil
 	})
+	if err != nil {
+		return nil, err
+	}
+	return rec, nil
+}
+
+// encodeRoles is the roles column's value: a sorted JSON array.
+func encodeRoles(roles []string) string {
+	roles = append([]string{}, roles...)
+	sort.Strings(roles)
+	b, _ := json.Marshal(roles)
+	return string(b)
 }
 
 // UpsertSeedAgent provisions an agent from a seed file: it creates the agent
@@ -229,6 +265,33 @@ func (s *Store) SetTokenHash(ctx context.Context, handle string, hash []byte) er
 	return s.updateAgent(ctx, handle, `UPDATE agents SET token_hash = $2 WHERE handle = $1 AND deleted_at IS NULL`, nullBytes(hash))
 }
 
+// RotateTokenHash sets an agent's new token hash and returns its record as
+// that transaction wrote it: the caller hands out the only copy of the new
+// token with it, so nothing may fail after the commit (a read afterwards
+// could, and leave the agent with a token nobody has).
+func (s *Store) RotateTokenHash(ctx context.Context, handle string, hash []byte) (*protocol.Agent, error) {
+	var rec *protocol.Agent
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE agents SET token_hash = $2 WHERE handle = $1 AND deleted_at IS NULL`, handle, nullBytes(hash))
+		if err != nil {
+			return fmt.Errorf("store: rotate token: %w", err)
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return ErrNotFound
+		}
+		m, err := loadAgents(ctx, tx, []string{handle})
+		if err != nil {
+			return err
+		}
+		rec = m[handle]
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return rec, nil
+}
+
 // SetPolicy sets an agent's inbound policy.
 func (s *Store) SetPolicy(ctx context.Context, handle, policy string) error {
 	return s.updateAgent(ctx, handle, `UPDATE agents SET inbound_policy = $2 WHERE handle = $1 AND deleted_at IS NULL`, policy)
@@ -236,20 +299,23 @@ func (s *Store) SetPolicy(ctx context.Context, handle, policy string) error {
 
 // SetRoles sets the roles an operator assigned to an agent (org scopes).
 func (s *Store) SetRoles(ctx context.Context, handle string, roles []string) error {
-	sort.Strings(roles)
-	b, _ := json.Marshal(roles)
-	return s.updateAgent(ctx, handle, `UPDATE agents SET roles = $2 WHERE handle = $1 AND deleted_at IS NULL`, string(b))
+	return s.updateAgent(ctx, handle, `UPDATE agents SET roles = $2 WHERE handle = $1 AND deleted_at IS NULL`, encodeRoles(roles))
 }
 
+// updateAgent runs one UPDATE of an agent's row, in a transaction so that a
+// connection lost on the way is retried (inTx): setting a value twice
+// changes nothing.
 func (s *Store) updateAgent(ctx context.Context, handle, query string, arg any) error {
-	res, err := s.write.ExecContext(ctx, query, handle, arg)
-	if err != nil {
-		return fmt.Errorf("store: update agent: %w", err)
-	}
-	if n, _ := res.RowsAffected(); n == 0 {
-		return ErrNotFound
-	}
-	return nil
+	return s.inTx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, query, handle, arg)
+		if err != nil {
+			return fmt.Errorf("store: update agent: %w", err)
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return ErrNotFound
+		}
+		return nil
+	})
 }
 
 // SetAllowlist replaces an agent's allowlist.

@@ -141,7 +141,7 @@ func (s *Store) commitBatch(calls []*sendCall) {
 		})
 		switch {
 		case err == nil:
-		case applyErr != nil && len(live) > 1 && !errors.Is(applyErr, context.DeadlineExceeded):
+		case applyErr != nil && len(live) > 1 && !errors.Is(applyErr, context.DeadlineExceeded) && !IsUnavailable(err):
 			// A statement failed, and with it the transaction that every
 			// member shared, though the cause may be one member's row. One
 			// request's failure must not fail the others: each member is
@@ -150,7 +150,9 @@ func (s *Store) commitBatch(calls []*sendCall) {
 		default:
 			// One member (its failure is its own), a transaction that timed
 			// out, or a failed commit, whose outcome is unknown: retrying
-			// could append a message twice.
+			// could append a message twice. Nor is a batch split when the
+			// store cannot serve (inTx has retried it on another
+			// connection already): every member would fail alike.
 			for _, i := range live {
 				results[i] = sendResult{err: memberError(err)}
 			}

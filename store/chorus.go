@@ -123,21 +123,31 @@ func (s *Store) SetChorusEndpoint(ctx context.Context, h string, urlSealed, secr
 // and callbacks. It returns ErrNotFound when h had none.
 func (s *Store) DeleteChorusEndpoint(ctx context.Context, h string) error {
 	return s.inTx(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, `DELETE FROM chorus_endpoints WHERE handle = $1`, h)
-		if err != nil {
-			return fmt.Errorf("store: chorus endpoint: %w", err)
-		}
-		if n, _ := res.RowsAffected(); n == 0 {
+		existed, err := deleteChorusEndpoint(ctx, tx, h)
+		if err == nil && !existed {
 			return ErrNotFound
 		}
-		for _, q := range []string{`DELETE FROM chorus_cursors WHERE handle = $1`, `DELETE FROM chorus_deliveries WHERE handle = $1`,
-			`DELETE FROM chorus_callbacks WHERE handle = $1`, `DELETE FROM chorus_mcp_tokens WHERE handle = $1`} {
-			if _, err := tx.ExecContext(ctx, q, h); err != nil {
-				return fmt.Errorf("store: chorus endpoint: %w", err)
-			}
-		}
-		return nil
+		return err
 	})
+}
+
+// deleteChorusEndpoint removes h's endpoint and everything of it in tx,
+// and reports whether there was one.
+func deleteChorusEndpoint(ctx context.Context, tx *sql.Tx, h string) (bool, error) {
+	res, err := tx.ExecContext(ctx, `DELETE FROM chorus_endpoints WHERE handle = $1`, h)
+	if err != nil {
+		return false, fmt.Errorf("store: chorus endpoint: %w", err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return false, nil
+	}
+	for _, q := range []string{`DELETE FROM chorus_cursors WHERE handle = $1`, `DELETE FROM chorus_deliveries WHERE handle = $1`,
+		`DELETE FROM chorus_callbacks WHERE handle = $1`, `DELETE FROM chorus_mcp_tokens WHERE handle = $1`} {
+		if _, err := tx.ExecContext(ctx, q, h); err != nil {
+			return false, fmt.Errorf("store: chorus endpoint: %w", err)
+		}
+	}
+	return true, nil
 }
 
 // ChorusEndpoint returns h's endpoint, or ErrNotFound.
@@ -288,6 +298,7 @@ func (s *Store) ChorusDue(ctx context.Context) (bool, error) {
 func (s *Store) ClaimChorusDeliveries(ctx context.Context, lease string, leaseUntil int64, limit int) ([]ChorusDelivery, error) {
 	var out []ChorusDelivery
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		out = nil // a retried transaction starts over (inTx)
 		now := s.nowMs()
 		rows, err := tx.QueryContext(ctx, `UPDATE chorus_deliveries SET leased_until = $1, leased_by = $2
 			WHERE id IN (SELECT id FROM chorus_deliveries WHERE state = 'pending' AND next_attempt_at <= $3

@@ -1,13 +1,18 @@
 package store
 
 import (
+	"context"
 	"database/sql"
+	"database/sql/driver"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
+	"modernc.org/sqlite"
 )
 
 // dialect holds everything that differs between the two SQL backends. All
@@ -34,13 +39,25 @@ var (
 )
 
 func openPostgres(url string) (*Store, error) {
-	db, err := sql.Open("pgx", url)
+	cfg, err := pgx.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("store: open postgres: %w", err)
 	}
+	// Before a pooled connection is reused, a look at its socket (no round
+	// trip): a connection the server terminated meanwhile (pg_terminate_backend,
+	// a restart) has its FATAL message or end of stream waiting there, and is
+	// dropped rather than handed to a request that would fail on it.
+	connector := stdlib.GetConnector(*cfg, stdlib.OptionResetSession(func(_ context.Context, c *pgx.Conn) error {
+		if connClosedByPeer(c.PgConn().Conn()) {
+			return driver.ErrBadConn
+		}
+		return nil
+	}))
+	h := newHealth()
+	db := sql.OpenDB(&guardConnector{inner: connector, h: h, writer: true})
 	db.SetMaxOpenConns(32)
 	db.SetMaxIdleConns(32)
-	return &Store{read: db, write: db, d: postgresDialect, now: timeNow}, nil
+	return &Store{read: db, write: db, d: postgresDialect, now: timeNow, health: h}, nil
 }
 
 // openSQLite opens the embedded store at path. Pragmas go in the DSN so every
@@ -53,18 +70,20 @@ func openSQLite(path string) (*Store, error) {
 		}
 	}
 	dsn := "file:" + path + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=foreign_keys(1)&_pragma=synchronous(FULL)"
-	write, err := sql.Open("sqlite", dsn+"&_txlock=immediate")
+	wc, err := sqlite.NewConnector(dsn + "&_txlock=immediate")
 	if err != nil {
 		return nil, fmt.Errorf("store: open sqlite: %w", err)
 	}
+	rc, err := sqlite.NewConnector(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("store: open sqlite: %w", err)
+	}
+	h := newHealth()
+	write := sql.OpenDB(&guardConnector{inner: wc, h: h, writer: true})
 	write.SetMaxOpenConns(1)
-	read, err := sql.Open("sqlite", dsn)
-	if err != nil {
-		write.Close()
-		return nil, fmt.Errorf("store: open sqlite: %w", err)
-	}
+	read := sql.OpenDB(&guardConnector{inner: rc, h: h})
 	read.SetMaxOpenConns(8)
-	return &Store{read: read, write: write, d: sqliteDialect, now: timeNow}, nil
+	return &Store{read: read, write: write, d: sqliteDialect, now: timeNow, health: h}, nil
 }
 
 // Transcript search (search.go, docs/search.md): the statements that differ.

@@ -48,6 +48,10 @@ const (
 	KindInvalidResolution
 	// KindSearchTooSlow: a search did not finish within its time bound.
 	KindSearchTooSlow
+	// KindUnavailable: the database cannot serve now (unreachable, a
+	// connection it killed, a full or read-only disk, a lock held too
+	// long); the same request may succeed later. See unavailable.go.
+	KindUnavailable
 )
 
 // Error is a domain error of the store: a request refused by a rule, or the
@@ -56,9 +60,20 @@ type Error struct {
 	Kind    Kind
 	Field   string // the request member at fault, where one is (KindNotParticipant)
 	Message string // for humans; the edge answers with it verbatim
+	// cause is the driver's error behind a KindUnavailable: in logs (Error)
+	// and to errors.Is/As (Unwrap), never in an answer.
+	cause error
 }
 
-func (e *Error) Error() string { return e.Message }
+func (e *Error) Error() string {
+	if e.cause != nil {
+		return e.Message + ": " + e.cause.Error()
+	}
+	return e.Message
+}
+
+// Unwrap returns the driver's error behind the domain error, if any.
+func (e *Error) Unwrap() error { return e.cause }
 
 // Is makes every *Error match the sentinel of its Kind, so that
 // errors.Is(err, ErrConflict) holds for any conflict, whatever its message.
@@ -87,6 +102,7 @@ var (
 	ErrAlreadyResolved      = refusal(KindAlreadyResolved, "this binding moment is already resolved: the first resolution wins")
 	ErrNotResolver          = refusal(KindNotResolver, "you may not resolve this binding moment")
 	ErrInvalidResolution    = refusal(KindInvalidResolution, "the binding moment does not admit this resolution")
+	ErrUnavailable          = refusal(KindUnavailable, unavailableMessage)
 )
 
 // AsError returns the store's domain error in err's chain, or nil.

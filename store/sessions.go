@@ -37,6 +37,7 @@ func (s *Store) CreateSession(ctx context.Context, req CreateSession) (protocol.
 	var resp protocol.CreateSessionResponse
 	var commit *Commit
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		resp, commit = protocol.CreateSessionResponse{}, nil // a retried transaction starts over (inTx)
 		if req.IdempotencyKey != "" {
 			res, err := tx.ExecContext(ctx, `INSERT INTO session_keys (creator, key, request_hash, session_id) VALUES ($1, $2, $3, '') ON CONFLICT DO NOTHING`,
 				req.Creator, req.IdempotencyKey, req.RequestHash)
@@ -672,7 +673,8 @@ func (s *Store) Unblock(ctx context.Context, blocker, blocked string) error {
 }
 
 // DeleteAgent deletes an agent: its token stops working, it leaves every
-// active session, and its handle is retired (never reused). Transcripts stay.
+// active session, its Chorus endpoint (if any) is removed, and its handle
+// is retired (never reused). Transcripts stay.
 func (s *Store) DeleteAgent(ctx context.Context, h string) ([]*Commit, error) {
 	var commits []*Commit
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
@@ -683,7 +685,12 @@ func (s *Store) DeleteAgent(ctx context.Context, h string) ([]*Commit, error) {
 		if n, _ := res.RowsAffected(); n == 0 {
 			return ErrNotFound
 		}
-		commits, err = s.forceLeave(ctx, tx, h, "", false)
+		if commits, err = s.forceLeave(ctx, tx, h, "", false); err != nil {
+			return err
+		}
+		// Its Chorus endpoint goes with it, in the same transaction: a
+		// deleted agent must not keep one because a second write failed.
+		_, err = deleteChorusEndpoint(ctx, tx, h)
 		return err
 	})
 	return commits, err

@@ -23,9 +23,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/pressly/goose/v3"
-	_ "modernc.org/sqlite" // database/sql driver "sqlite"
 
 	"github.com/aspd/aspd/migrations"
 )
@@ -42,6 +41,9 @@ type Store struct {
 	// requestTxTimeout. Tests shorten it.
 	txTimeout time.Duration
 	closed    atomic.Bool // set by Close: writes are ErrClosed
+	// health tracks outages (unavailable.go); the driver wrapper (guard.go)
+	// reports to it.
+	health *health
 
 	// searches holds the slots of concurrent searches (search.go).
 	searches chan struct{}
@@ -164,18 +166,55 @@ func (s *Store) migrate(ctx context.Context) error {
 // The transaction does not follow the caller's cancellation (a client that
 // hangs up must not leave a commit half-reported: the caller publishes what
 // committed); it is bounded by a timeout of its own instead.
+//
+// A transaction that failed because its connection was lost before COMMIT
+// was sent (a pooled connection the server killed, a backend terminated
+// mid-transaction) did not commit, and runs once more on another
+// connection. fn may therefore run twice: it must assign what it returns,
+// not accumulate it. A failed COMMIT is not retried (unless the driver says
+// nothing was sent): it may have committed.
 func (s *Store) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	timeout := s.txTimeout
 	if timeout == 0 {
 		timeout = requestTxTimeout
 	}
-	return s.runTx(ctx, timeout, fn)
+	err := s.runTx(ctx, timeout, fn)
+	if retryTx(err) {
+		slog.Debug("store: retrying a transaction whose connection was lost", "err", err)
+		err = s.runTx(ctx, timeout, fn)
+	}
+	return err
+}
+
+// errCommit marks a failed COMMIT, whose outcome may be unknown.
+type errCommit struct{ err error }
+
+func (e errCommit) Error() string { return "store: commit: " + e.err.Error() }
+func (e errCommit) Unwrap() error { return e.err }
+
+// retryTx reports whether a transaction that failed with err certainly did
+// not commit and may succeed on another connection: its connection was lost
+// before COMMIT, or at COMMIT before anything was sent.
+func retryTx(err error) bool {
+	if err == nil {
+		return false
+	}
+	if _, lost := classify(err); !lost {
+		return false
+	}
+	var ce errCommit
+	if errors.As(err, &ce) {
+		return pgconn.SafeToRetry(ce.err)
+	}
+	return true
 }
 
 // runTx runs fn in a write transaction bounded by timeout (0: unbounded,
 // for an import, which lasts as long as its input takes to arrive) and
-// commits it. fn's error rolls back.
-func (s *Store) runTx(ctx context.Context, timeout time.Duration, fn func(tx *sql.Tx) error) error {
+// commits it. fn's error rolls back. A transaction that runs out of its
+// time is the store failing to serve (a lock held elsewhere, a database
+// that does not answer): ErrUnavailable's kind.
+func (s *Store) runTx(ctx context.Context, timeout time.Duration, fn func(tx *sql.Tx) error) (err error) {
 	if s.closed.Load() {
 		return ErrClosed
 	}
@@ -184,6 +223,12 @@ func (s *Store) runTx(ctx context.Context, timeout time.Duration, fn func(tx *sq
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, timeout)
 		defer cancel()
+		defer func() {
+			if err != nil && ctx.Err() != nil && errors.Is(err, context.DeadlineExceeded) {
+				s.health.fail(err)
+				err = unavailable(err)
+			}
+		}()
 	}
 	tx, err := s.write.BeginTx(ctx, nil)
 	if err != nil {
@@ -194,7 +239,7 @@ func (s *Store) runTx(ctx context.Context, timeout time.Duration, fn func(tx *sq
 		return err
 	}
 	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("store: commit: %w", err)
+		return errCommit{err}
 	}
 	return nil
 }

@@ -84,15 +84,12 @@ func (a *App) CreateAgent(ctx context.Context, req protocol.CreateAgentRequest) 
 		return none, err
 	}
 	tok := NewToken()
-	if err := a.st.CreateAgent(ctx, store.NewAgent{Handle: req.Handle, InboundPolicy: req.InboundPolicy, Allowlist: req.Allowlist, TokenHash: HashToken(tok)}); err != nil {
-		return none, err
-	}
-	if len(req.Roles) > 0 {
-		if err := a.st.SetRoles(ctx, req.Handle, req.Roles); err != nil {
-			return none, err
-		}
-	}
-	ag, err := a.st.GetAgent(ctx, req.Handle)
+	// One transaction writes the agent with its allowlist and roles and
+	// reads back its record: either the operator gets the agent and its
+	// token, or no agent exists (a failure after a commit would lose the
+	// token of an agent that exists).
+	ag, err := a.st.CreateAgentRecord(ctx, store.NewAgent{Handle: req.Handle, InboundPolicy: req.InboundPolicy,
+		Allowlist: req.Allowlist, Roles: req.Roles, TokenHash: HashToken(tok)})
 	if err != nil {
 		return none, err
 	}
@@ -127,9 +124,7 @@ func (a *App) DeleteAgent(ctx context.Context, handle string) error {
 		return err
 	}
 	a.cutOff(handle, "agent deleted")
-	if err := a.st.DeleteChorusEndpoint(ctx, handle); err == nil {
-		a.chorusCancel(handle)
-	}
+	a.chorusCancel(handle) // its endpoint went with it (store.DeleteAgent)
 	a.publish(commits...)
 	a.log.Info("agent deleted", "agent", handle, "sessions_left", len(commits))
 	return nil
@@ -233,14 +228,13 @@ func (a *App) RotateToken(ctx context.Context, handle string) (protocol.AgentWit
 		return none, err
 	}
 	tok := NewToken()
-	if err := a.st.SetTokenHash(ctx, handle, HashToken(tok)); err != nil {
-		return none, err
-	}
-	a.cutOff(handle, "token rotated")
-	ag, err := a.st.GetAgent(ctx, handle)
+	// The record comes from the rotation's own transaction: once the new
+	// token is stored, the operator gets it (store.RotateTokenHash).
+	ag, err := a.st.RotateTokenHash(ctx, handle, HashToken(tok))
 	if err != nil {
 		return none, err
 	}
+	a.cutOff(handle, "token rotated")
 	a.log.Info("token rotated", "agent", handle)
 	return protocol.AgentWithToken{Agent: ag, Token: tok}, nil
 }

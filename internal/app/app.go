@@ -189,7 +189,7 @@ func (a *App) sweepGrace() {
 		commits, err := a.expireGraceLocked(ctx, time.Now().Add(-a.cfg.GraceWindow).UnixMilli())
 		cancel()
 		if err != nil {
-			a.log.Error("grace window sweep failed", "err", err)
+			a.logFailure("grace window sweep failed", err)
 		}
 		if len(commits) > 0 {
 			a.log.Info("grace window expired", "sessions", len(commits))
@@ -209,7 +209,7 @@ func (p presence) Online(ctx context.Context, h string) {
 	}
 	commits, err := p.a.st.MarkOnline(ctx, h)
 	if err != nil {
-		p.a.log.Error("presence: mark online failed", "agent", h, "err", err)
+		p.a.logFailure("presence: mark online failed", err, "agent", h)
 	}
 	p.a.publish(commits...)
 }
@@ -226,7 +226,7 @@ func (p presence) Offline(ctx context.Context, h string) {
 	}
 	commits, err := p.a.st.MarkOffline(ctx, h)
 	if err != nil {
-		p.a.log.Error("presence: mark offline failed", "agent", h, "err", err)
+		p.a.logFailure("presence: mark offline failed", err, "agent", h)
 	}
 	p.a.publish(commits...)
 }

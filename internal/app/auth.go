@@ -63,14 +63,27 @@ func (a *App) Authenticate(ctx context.Context, token string) (string, error) {
 	return h, nil
 }
 
+// errRevoked: the token no longer belongs to the handle it authenticated.
+var errRevoked = errors.New("token revoked")
+
 // stillValid re-checks, against the store and not the cache, that token
 // still belongs to handle. Long-lived streams call it after registering: a
 // rotation, revocation or deletion that committed between authentication and
 // registration is caught here, and any later one finds the stream
-// registered and closes it.
-func (a *App) stillValid(handle, token string) bool {
+// registered and closes it. It returns nil if the token is valid,
+// errRevoked if the store says it is not, and the store's error if the
+// store could not say (an outage: the token may well be valid).
+func (a *App) stillValid(handle, token string) error {
 	h, err := a.st.Authenticate(context.Background(), HashToken(token))
-	return err == nil && h == handle
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return errRevoked
+	case err != nil:
+		return err
+	case h != handle:
+		return errRevoked
+	}
+	return nil
 }
 
 // cutOff ends everything a handle's old credentials opened: cached

@@ -112,7 +112,7 @@ func (a *App) sweepNodesOnce(ctx context.Context) {
 		return err
 	})
 	if err != nil {
-		a.log.Error("dead node sweep failed", "err", err)
+		a.logFailure("dead node sweep failed", err)
 	}
 	if len(dead) > 0 {
 		a.log.Info("expired dead nodes: their agents' connections are gone; agents no other node holds are offline and their grace windows run",
@@ -153,7 +153,7 @@ func (c *authCache) reset() {
 // publishPresence publishes a cluster presence change's commits.
 func (a *App) publishPresence(commits []*store.Commit, err error) {
 	if err != nil {
-		a.log.Error("presence: recording the change failed", "err", err)
+		a.logFailure("presence: recording the change failed", err)
 	}
 	a.publish(commits...)
 }

@@ -2,6 +2,7 @@ package app
 
 import (
 	"errors"
+	"log/slog"
 	"net/http"
 
 	"github.com/aspd/aspd/protocol"
@@ -29,7 +30,32 @@ var wireKinds = map[store.Kind]struct {
 	store.KindNotResolver:          {http.StatusForbidden, protocol.CodeNotResolver},
 	store.KindInvalidResolution:    {http.StatusBadRequest, frame.CodeFieldInvalid},
 	store.KindSearchTooSlow:        {http.StatusServiceUnavailable, protocol.CodeUnavailable},
+	store.KindUnavailable:          {http.StatusServiceUnavailable, protocol.CodeStoreUnavailable},
 }
+
+// StoreRetryAfterSeconds is when a client refused for a store outage (503
+// store_unavailable) is told to try again: REST's Retry-After, MCP's
+// retry_after_seconds. Short, since most outages are short (a restart, a
+// killed connection); clients back off further on their own.
+const StoreRetryAfterSeconds = 2
+
+// StoreUnavailable reports whether err is a store outage, which is
+// answered 503 store_unavailable and logged once per outage by the store,
+// not per request.
+func StoreUnavailable(err error) bool { return store.IsUnavailable(err) }
+
+// LogFailure logs a failed background operation: at ERROR, unless the
+// store is in an outage, which the store logs once when it starts and once
+// when it ends (the operation is retried on its next round anyway).
+func LogFailure(log *slog.Logger, msg string, err error, args ...any) {
+	if store.IsUnavailable(err) {
+		log.Debug(msg, append(args, "err", err)...)
+		return
+	}
+	log.Error(msg, append(args, "err", err)...)
+}
+
+func (a *App) logFailure(msg string, err error, args ...any) { LogFailure(a.log, msg, err, args...) }
 
 // WireError maps a domain error of the store to the answer a client gets:
 // status, code, message (the domain error's own, verbatim, whatever context

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"time"
 
@@ -197,9 +198,12 @@ func (a *App) OpenStream(ctx context.Context, caller, token string, req StreamRe
 		return nil, rateLimited(5*time.Second, "an agent may hold at most %d open streams", a.cfg.Frames.MaxStreams)
 	}
 	s := &Stream{Sub: sub, Gap: gap, a: a}
-	if !a.stillValid(caller, token) {
+	if err := a.stillValid(caller, token); err != nil {
 		s.Close()
-		return nil, Unauthorized()
+		if errors.Is(err, errRevoked) {
+			return nil, Unauthorized()
+		}
+		return nil, err // the store could not say: 503 in an outage, not 401
 	}
 	replay, err := a.replayable(ctx, caller, sub.Replay)
 	if err != nil {

@@ -11,7 +11,7 @@ import (
 const HealthPingTimeout = 2 * time.Second
 
 // Health samples live delivery's counters (the ones /metrics exposes, read
-// from the same hub) and pings the store. An unreachable store is reported
+// from the same hub) and checks the store as /readyz does (store.Ready). An unreachable store is reported
 // in the answer, not as an error: the page shows it.
 func (a *App) Health(ctx context.Context) protocol.OperatorHealth {
 	d := a.DeliveryStats()
@@ -24,8 +24,10 @@ func (a *App) Health(ctx context.Context) protocol.OperatorHealth {
 	pctx, cancel := context.WithTimeout(ctx, HealthPingTimeout)
 	defer cancel()
 	start := time.Now()
-	if err := a.st.Ping(pctx); err != nil {
-		// Not logged: a driver's error may carry connection details.
+	if err := a.st.Ready(pctx); err != nil {
+		// Not logged here: the store logs an outage when it starts and
+		// when it ends. Ready is a ping while the store is healthy, and
+		// a probe write while writes have been failing (a full disk).
 		h.Store.Status = "unavailable"
 	}
 	h.Store.PingMillis = time.Since(start).Milliseconds()

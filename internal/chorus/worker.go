@@ -189,23 +189,23 @@ func (w *Worker) loop() {
 			// registrations made through other nodes.
 			rctx, rcancel := context.WithTimeout(context.Background(), 10*time.Second)
 			if err := w.app.ReloadChorusHandles(rctx); err != nil {
-				w.log.Error("chorus: reading the registered agents failed", "err", err)
+				app.LogFailure(w.log, "chorus: reading the registered agents failed", err)
 			}
 			rcancel()
 		}
 		lastRound = time.Now()
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		if err := w.enqueue(ctx); err != nil {
-			w.log.Error("chorus: enqueue failed", "err", err)
+			app.LogFailure(w.log, "chorus: enqueue failed", err)
 		}
 		full, err := w.dispatch(ctx)
 		if err != nil {
-			w.log.Error("chorus: claiming deliveries failed", "err", err)
+			app.LogFailure(w.log, "chorus: claiming deliveries failed", err)
 		}
 		if time.Since(lastPrune) > time.Minute {
 			lastPrune = time.Now()
 			if err := w.st.PruneChorus(ctx, time.Now().Add(-w.cfg.Retention).UnixMilli()); err != nil {
-				w.log.Error("chorus: prune failed", "err", err)
+				app.LogFailure(w.log, "chorus: prune failed", err)
 			}
 		}
 		cancel()
@@ -365,7 +365,7 @@ func (w *Worker) attempt(d store.ChorusDelivery) {
 			rctx, rcancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer rcancel()
 			if err := w.st.ReleaseChorusLease(rctx, d); err != nil {
-				w.log.Error("chorus: releasing a lease failed", "delivery", d.ID, "err", err)
+				app.LogFailure(w.log, "chorus: releasing a lease failed", err, "delivery", d.ID)
 			}
 		default:
 		}
@@ -376,7 +376,7 @@ func (w *Worker) attempt(d store.ChorusDelivery) {
 	defer rcancel()
 	failingSince, wasFailing, ok, err := w.st.ChorusAttempted(rctx, d, out)
 	if err != nil {
-		w.log.Error("chorus: recording an attempt failed", "agent", d.Handle, "delivery", d.ID, "err", err)
+		app.LogFailure(w.log, "chorus: recording an attempt failed", err, "agent", d.Handle, "delivery", d.ID)
 		return
 	}
 	if !ok {

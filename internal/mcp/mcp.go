@@ -25,6 +25,7 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -59,8 +60,41 @@ func Handler(a *app.App, maxBody int64) http.Handler {
 		if maxBody > 0 {
 			r.Body = http.MaxBytesReader(w, r.Body, maxBody)
 		}
+		// The SDK's middleware answers any verifier error but an invalid
+		// token with 500 and the error's text. A store that cannot check the
+		// token now (an outage) is answered here instead, as REST answers
+		// it: 503 store_unavailable with Retry-After, never 401 (the token
+		// may well be valid) nor 500. Authentication is cached, so the
+		// middleware's own call after this one costs no database read.
+		if tok := bearerToken(r); tok != "" {
+			if _, err := a.Authenticate(r.Context(), tok); err != nil && app.StoreUnavailable(err) {
+				writeError(w, app.Answer(err), app.StoreRetryAfterSeconds)
+				return
+			}
+		}
 		protected.ServeHTTP(&challenge{ResponseWriter: w}, r)
 	})
+}
+
+// bearerToken is the request's bearer token, as the SDK's middleware reads
+// it, or "".
+func bearerToken(r *http.Request) string {
+	f := strings.Fields(r.Header.Get("Authorization"))
+	if len(f) != 2 || !strings.EqualFold(f[0], "bearer") {
+		return ""
+	}
+	return f[1]
+}
+
+// writeError answers an HTTP request with the REST error body, and
+// Retry-After when retryAfter > 0.
+func writeError(w http.ResponseWriter, pe *protocol.Error, retryAfter int) {
+	if retryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(retryAfter))
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(pe.Status)
+	_ = json.NewEncoder(w).Encode(protocol.ErrorBody{Error: pe})
 }
 
 // challenge adds WWW-Authenticate: Bearer to a 401 that has none (the SDK
@@ -92,8 +126,8 @@ func caller(req *mcp.CallToolRequest) (string, error) {
 
 // toolError is an application error as a tool result: isError, and as text
 // the REST error body with the same code and message. A rate limit's
-// refusal also says when to retry (retry_after_seconds), which REST says in
-// its Retry-After header.
+// refusal and a store outage (store_unavailable) also say when to retry
+// (retry_after_seconds), which REST says in its Retry-After header.
 type toolError struct {
 	e          *protocol.Error
 	retryAfter int
@@ -115,6 +149,9 @@ func answer(err error) error {
 	var re *app.RetryError
 	if errors.As(err, &re) {
 		return toolError{re.Err, re.RetryAfterSeconds()}
+	}
+	if app.StoreUnavailable(err) {
+		return toolError{app.Answer(err), app.StoreRetryAfterSeconds}
 	}
 	return toolError{e: app.Answer(err)}
 }
