@@ -153,8 +153,8 @@ func wsDial(t *testing.T, e *env, token string) *websocket.Conn {
 	return ws
 }
 
-// readUntil reads a WebSocket until it has seen want.
-func readUntil(t *testing.T, ws *websocket.Conn, want string) {
+// readMessageWith reads a WebSocket until a message contains want.
+func readMessageWith(t *testing.T, ws *websocket.Conn, want string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -337,7 +337,7 @@ func TestOutageSQLiteDiskFull(t *testing.T) {
 	var sent protocol.SendMessageResponse
 	e.must(http.StatusCreated, "POST", sp+"/messages", alice, map[string]any{"content": "after the outage"}, &sent)
 	acked = append(acked, sent.MessageID)
-	readUntil(t, ws, sent.MessageID)        // the WebSocket opened before stayed open
+	readMessageWith(t, ws, sent.MessageID)  // the WebSocket opened before stayed open
 	wantMessagesInLog(t, e, bob, sp, acked) // bob's token survived the refused rotation
 	if r := e.do("GET", "/admin/v1/agents/@acme.carol", adminToken, nil); r.Status != http.StatusNotFound {
 		t.Fatalf("agent refused during the outage exists: %d %s", r.Status, r.Body)
@@ -450,7 +450,7 @@ func TestOutagePostgresDown(t *testing.T) {
 	waitReadyz(t, e, 10*time.Second)
 	var sent protocol.SendMessageResponse
 	e.must(http.StatusCreated, "POST", sp+"/messages", alice, map[string]any{"content": "up again"}, &sent)
-	readUntil(t, ws, sent.MessageID) // the WebSocket opened before stayed open
+	readMessageWith(t, ws, sent.MessageID) // the WebSocket opened before stayed open
 	e.must(http.StatusOK, "GET", "/sessions", dave, nil, nil)
 	wantLoggedOnce(t, logs.String())
 }
