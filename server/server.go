@@ -5,7 +5,9 @@
 // method of the application layer (internal/app) and writes its answer as
 // JSON, Server-Sent Events or WebSocket messages. What a request may do, and
 // publishing what it commits, is the application's business, not this
-// package's.
+// package's. It is HTTP only: New is given the built application and the
+// metrics registry, and internal/daemon builds, starts and stops the
+// components; no store type crosses into this package.
 //
 // Every route is an entry of the route table in routes.go: method, path,
 // authentication, query parameters, rate-limited action, request and

@@ -7,8 +7,11 @@
 // one App method and encode its answer; no rule is written twice. Which
 // events an agent may see, and the delivery walk over a session's log, are
 // internal/visibility's (Visible, Walk), shared with the WebSocket writer.
+// Adapters see protocol and app types (SessionFilter, LogEvent, ...), not
+// the store's.
 //
-// App also owns the process's background work (presence recovery, the grace
+// internal/daemon builds the App beside its adapters and the Chorus worker,
+// and starts and stops it. App also owns the process's background work (presence recovery, the grace
 // window sweeper, frame expiry) and the authentication cache, whose entries
 // are evicted by the token and agent actions that invalidate them.
 package app
