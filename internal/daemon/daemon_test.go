@@ -112,6 +112,9 @@ func TestDaemon(t *testing.T) {
 			return a.Token
 		}
 		alice, bob := newAgent("@acme.alice"), newAgent("@acme.bob")
+		if _, b := do("GET", "/readyz", "", nil); bytes.Contains(b, []byte(`"node":`)) != (testConfig(url).App.Cluster != nil) {
+			t.Fatalf("readyz %s: a node exactly when the store is PostgreSQL", b)
+		}
 
 		// Bob connects; once the hub counts the connection, an invitation
 		// reaches him live, through the hub's OnLiveWrite the daemon wires.
