@@ -138,13 +138,6 @@ func (h *Hub) Publish(c *store.Commit) {
 	h.mu.Unlock()
 }
 
-// PublishAll publishes several commits.
-func (h *Hub) PublishAll(cs []*store.Commit) {
-	for _, c := range cs {
-		h.Publish(c)
-	}
-}
-
 // fromRing returns up to limit events of a session after `after`, from memory.
 func (h *Hub) fromRing(sessionID string, after, upto int64, limit int) ([]store.StoredEvent, bool) {
 	h.ringMu.Lock()

@@ -390,7 +390,9 @@ func TestJoinRestartsAtOne(t *testing.T) {
 			c6 := st.add(sid, protocol.EventLeft, a, carry) // 6
 			c7 := st.add(sid, protocol.EventMessage, o, carry)
 			c8 := st.add(sid, protocol.EventMessage, o, carry)
-			h.PublishAll([]*store.Commit{c8, c7, c6})
+			for _, c := range []*store.Commit{c8, c7, c6} {
+				h.Publish(c)
+			}
 			want = append(want, 6)
 			waitFor(t, "the leave", func() bool { return tr.count() >= len(want) })
 			time.Sleep(20 * time.Millisecond) // nothing past the horizon may follow

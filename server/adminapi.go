@@ -10,7 +10,6 @@ import (
 
 	"github.com/aspd/aspd/internal/app"
 	"github.com/aspd/aspd/protocol"
-	"github.com/aspd/aspd/store"
 )
 
 // AgentWithToken is the answer to agent creation and token rotation.
@@ -162,10 +161,10 @@ func (s *Server) adminRevokeToken(c echo.Context) error {
 // sessionFilter parses the listing filters shared by GET /sessions and the
 // operator's listing and export, from the request's checked query
 // parameters (which of them a route takes is its rule in routes.go).
-func sessionFilter(c echo.Context) (store.SessionFilter, error) {
+func sessionFilter(c echo.Context) (app.SessionFilter, error) {
 	q, err := query(c)
 	if err != nil {
-		return store.SessionFilter{}, err
+		return app.SessionFilter{}, err
 	}
 	return app.SessionQuery{State: q.Get("state"), Status: q.Get("status"), Before: q.Get("before"), Cursor: q.Get("cursor"),
 		Limit: q.Get("limit"), Since: q.Get("since"), Until: q.Get("until"), Participant: q.Get("participant")}.Filter()

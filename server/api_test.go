@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aspd/aspd/internal/daemon"
 	"github.com/aspd/aspd/protocol"
-	"github.com/aspd/aspd/server"
 )
 
 // TestSessionFlow drives a session through the HTTP layer: create with an
@@ -90,7 +90,7 @@ func rawStrings(raws []json.RawMessage) []string {
 // TestErrors: the HTTP layer's own refusals and the application's, with
 // their status and code.
 func TestErrors(t *testing.T) {
-	forEachBackend(t, func(c *server.Config) { c.MaxBodyBytes = 4096 }, func(t *testing.T, e *env) {
+	forEachBackend(t, func(c *daemon.Config) { c.HTTP.MaxBodyBytes = 4096 }, func(t *testing.T, e *env) {
 		alice := e.agent("@acme.alice")
 		e.agent("@acme.bob")
 		for _, tc := range []struct {
@@ -139,10 +139,10 @@ func TestErrors(t *testing.T) {
 // TestRateLimits: the per-agent contact and message limits answer 429
 // rate_limited with Retry-After, per agent.
 func TestRateLimits(t *testing.T) {
-	tune := func(c *server.Config) {
-		c.ContactRate, c.ContactBurst = 0.01, 2
-		c.MessageRate, c.MessageBurst = 0.01, 1
-		c.Frames.RatePerSecond, c.Frames.Burst = 0.01, 1
+	tune := func(c *daemon.Config) {
+		c.App.ContactRate, c.App.ContactBurst = 0.01, 2
+		c.App.MessageRate, c.App.MessageBurst = 0.01, 1
+		c.App.Frames.RatePerSecond, c.App.Frames.Burst = 0.01, 1
 	}
 	forEachBackend(t, tune, func(t *testing.T, e *env) {
 		alice, bob := e.agent("@acme.alice"), e.agent("@acme.bob")

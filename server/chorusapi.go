@@ -8,41 +8,12 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/aspd/aspd/internal/app"
-	"github.com/aspd/aspd/internal/chorus"
 	"github.com/aspd/aspd/protocol"
 )
 
 // Chorus webhooks (docs/chorus.md): the operator's registration routes and
 // the callback endpoint agents POST to (routes in routes.go). The rules are internal/app's
-// (chorus.go); delivery is internal/chorus's worker, which the server runs.
-
-// ChorusConfig configures Chorus: the application's rules and the worker.
-type ChorusConfig struct {
-	App      app.ChorusConfig
-	Delivery chorus.Config
-}
-
-// newChorus builds the delivery worker (run only when Chorus has a key)
-// and registers its metrics.
-func (s *Server) newChorus() {
-	s.chorus = chorus.New(s.cfg.Chorus.Delivery, s.app, s.log)
-	s.metrics.reg.MustRegister(s.chorus.Collectors()...)
-}
-
-// startChorus starts delivery once the application has started.
-func (s *Server) startChorus() {
-	if s.app.ChorusEnabled() {
-		s.chorus.Start()
-		s.chorusRunning = true
-	}
-}
-
-// closeChorus stops delivery before the application closes.
-func (s *Server) closeChorus() {
-	if s.chorusRunning {
-		s.chorus.Close()
-	}
-}
+// (chorus.go); delivery is internal/chorus's worker, which internal/daemon runs.
 
 func (s *Server) adminSetChorus(c echo.Context) error {
 	h, err := pathHandle(c, "handle")

@@ -11,6 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aspd/aspd/internal/app"
+	"github.com/aspd/aspd/internal/chorus"
+	"github.com/aspd/aspd/internal/daemon"
 	"github.com/aspd/aspd/internal/dbtest"
 	"github.com/aspd/aspd/protocol"
 	"github.com/aspd/aspd/replay"
@@ -27,43 +30,64 @@ type env struct {
 	srv *httptest.Server
 }
 
-// newEnv starts an in-process server on the database at url; tune adjusts
+// testConfig is the configuration of an in-process aspd in these tests.
+func testConfig() daemon.Config {
+	return daemon.Config{
+		App: app.Config{
+			Limits:      protocol.DefaultLimits(),
+			GraceWindow: time.Minute,
+			Hub:         replay.DefaultConfig(),
+			Frames:      app.DefaultFramesConfig(),
+		},
+		HTTP: server.Config{
+			MaxBodyBytes:    1 << 20,
+			AdminTokenHash:  server.HashToken(adminToken),
+			PingInterval:    time.Minute,
+			WSReadLimit:     1 << 16,
+			StreamKeepalive: 15 * time.Second,
+		},
+		Chorus: chorus.DefaultConfig(),
+	}
+}
+
+// newEnv starts an in-process aspd on the database at url; tune adjusts
 // the configuration before it is built.
-func newEnv(t *testing.T, url string, tune func(*server.Config)) *env {
+func newEnv(t *testing.T, url string, tune func(*daemon.Config)) *env {
+	t.Helper()
+	cfg := testConfig()
+	if tune != nil {
+		tune(&cfg)
+	}
+	return startEnv(t, url, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
+}
+
+// startEnv runs the whole graph (internal/daemon) on a fresh store at url,
+// served by httptest; prepare, when set, adjusts the store first.
+func startEnv(t *testing.T, url string, cfg daemon.Config, log *slog.Logger, prepare func(*store.Store)) *env {
 	t.Helper()
 	ctx := context.Background()
 	st, err := store.Open(ctx, url)
 	if err != nil {
 		t.Fatalf("store.Open: %v", err)
 	}
-	cfg := server.Config{
-		Limits:         protocol.DefaultLimits(),
-		MaxBodyBytes:   1 << 20,
-		AdminTokenHash: server.HashToken(adminToken),
-		GraceWindow:    time.Minute,
-		PingInterval:   time.Minute,
-		WSReadLimit:    1 << 16,
-		Hub:            replay.DefaultConfig(),
-		Frames:         server.DefaultFramesConfig(),
+	if prepare != nil {
+		prepare(st)
 	}
-	if tune != nil {
-		tune(&cfg)
-	}
-	s := server.New(cfg, st, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err := s.Start(ctx); err != nil {
+	d := daemon.New(cfg, st, log)
+	if err := d.Start(ctx); err != nil {
 		t.Fatalf("Start: %v", err)
 	}
-	hs := httptest.NewServer(s.Handler())
+	hs := httptest.NewServer(d.Handler())
 	t.Cleanup(func() {
 		hs.Close()
-		s.Close()
+		d.Close()
 		st.Close()
 	})
 	return &env{t: t, srv: hs}
 }
 
 // forEachBackend runs fn on a fresh in-process server per backend.
-func forEachBackend(t *testing.T, tune func(*server.Config), fn func(t *testing.T, e *env)) {
+func forEachBackend(t *testing.T, tune func(*daemon.Config), fn func(t *testing.T, e *env)) {
 	dbtest.ForEach(t, func(t *testing.T, url string) { fn(t, newEnv(t, url, tune)) })
 }
 

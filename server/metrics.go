@@ -11,36 +11,32 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
-// metrics is what GET /metrics (operator token) exposes, in one registry
-// per server: the delivery counters and live connections of the
-// application, request and send-to-deliver latency histograms, the build,
-// and the Go runtime and process collectors (go_goroutines,
-// go_memstats_*, process_resident_memory_bytes, ...).
+// metrics is the HTTP adapter's part of what GET /metrics (operator token)
+// exposes: request latency, the build, the application's delivery counters
+// and live connections, the cluster node's counters, and the Go runtime and
+// process collectors (go_goroutines, go_memstats_*,
+// process_resident_memory_bytes, ...). They go into the registry the
+// server is given, beside what the daemon registers there (the
+// send-to-deliver histogram, the Chorus worker's metrics).
 type metrics struct {
-	reg      *prometheus.Registry
 	requests *prometheus.HistogramVec
-	delivery prometheus.Histogram
 	handler  http.Handler
 	// routes is the closed set of route patterns a request may be labelled
 	// with; filled once the routes are registered (setRoutes).
 	routes map[string]struct{}
 }
 
-// latencyBuckets, in seconds: 0.5ms to 10s.
+// latencyBuckets, in seconds: 0.5ms to 10s. The daemon's send-to-deliver
+// histogram has the same (a test in internal/daemon checks).
 var latencyBuckets = []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}
 
-func newMetrics(s *Server) *metrics {
-	m := &metrics{reg: prometheus.NewRegistry()}
+func newMetrics(s *Server, reg *prometheus.Registry) *metrics {
+	m := &metrics{}
 	m.requests = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "aspd_http_request_duration_seconds",
 		Help:    "HTTP requests by method, route pattern and status class (2xx, 4xx, ...): time from the request's arrival to the end of its answer; WebSocket and SSE streams count when they end.",
 		Buckets: latencyBuckets,
 	}, []string{"method", "route", "status"})
-	m.delivery = prometheus.NewHistogram(prometheus.HistogramOpts{
-		Name:    "aspd_delivery_latency_seconds",
-		Help:    "Send-to-deliver: from an event's created_at (stamped in the transaction that commits it) to its write on a WebSocket connection, for events delivered live (not on catch-up). Millisecond resolution.",
-		Buckets: latencyBuckets,
-	})
 	bi := ReadBuild()
 	build := prometheus.NewGauge(prometheus.GaugeOpts{
 		Name:        "aspd_build_info",
@@ -48,10 +44,10 @@ func newMetrics(s *Server) *metrics {
 		ConstLabels: prometheus.Labels{"version": bi.Version, "revision": bi.Revision, "goversion": bi.GoVersion},
 	})
 	build.Set(1)
-	m.reg.MustRegister(m.requests, m.delivery, build, deliveryCollector{s},
+	reg.MustRegister(m.requests, build, deliveryCollector{s},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	m.reg.MustRegister(clusterCollector{s}) // cluster.go
-	m.handler = promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
+	reg.MustRegister(clusterCollector{s}) // cluster.go
+	m.handler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
 	return m
 }
 
@@ -98,11 +94,6 @@ func statusClass(status int) string {
 		return "other"
 	}
 	return strconv.Itoa(status/100) + "xx"
-}
-
-// observeDelivery is the hub's OnLiveWrite.
-func (m *metrics) observeDelivery(d time.Duration) {
-	m.delivery.Observe(max(d, 0).Seconds())
 }
 
 // deliveryCollector reads the application's delivery counters once per

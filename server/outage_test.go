@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"os"
 	"os/exec"
@@ -24,8 +23,6 @@ import (
 
 	"github.com/aspd/aspd/internal/dbtest"
 	"github.com/aspd/aspd/protocol"
-	"github.com/aspd/aspd/replay"
-	"github.com/aspd/aspd/server"
 	"github.com/aspd/aspd/store"
 )
 
@@ -57,28 +54,9 @@ func newOutageEnv(t *testing.T, dbURL string) (*env, *logSink) {
 	t.Helper()
 	logs := &logSink{}
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	ctx := context.Background()
-	st, err := store.Open(ctx, dbURL)
-	if err != nil {
-		t.Fatalf("store.Open: %v", err)
-	}
-	st.SetLogger(log)
-	st.EnableGroupCommit(0) // as aspd runs it
-	cfg := server.Config{
-		Limits: protocol.DefaultLimits(), MaxBodyBytes: 1 << 20, AdminTokenHash: server.HashToken(adminToken),
-		GraceWindow: time.Minute, PingInterval: time.Minute, WSReadLimit: 1 << 16,
-		Hub: replay.DefaultConfig(), Frames: server.DefaultFramesConfig(),
-	}
-	s := server.New(cfg, st, log)
-	if err := s.Start(ctx); err != nil {
-		t.Fatalf("Start: %v", err)
-	}
-	e := &env{t: t}
-	e.srv = httptest.NewServer(s.Handler())
-	t.Cleanup(func() {
-		e.srv.Close()
-		s.Close()
-		st.Close()
+	e := startEnv(t, dbURL, testConfig(), log, func(st *store.Store) {
+		st.SetLogger(log)
+		st.EnableGroupCommit(0) // as aspd runs it
 	})
 	return e, logs
 }

@@ -22,6 +22,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/aspd/aspd/internal/app"
 	"github.com/aspd/aspd/internal/dbtest"
 	"github.com/aspd/aspd/protocol"
 	"github.com/aspd/aspd/replay"
@@ -40,27 +43,33 @@ func findRoute(method, path string) *route {
 
 const routesTestAdminToken = "routes-test-admin-token"
 
-// newRoutesTestServer runs a server on a fresh database at url.
-func newRoutesTestServer(t *testing.T, url string, tune func(*Config)) (*Server, *httptest.Server) {
+// newRoutesTestServer runs a server on a fresh database at url. This
+// package's own tests cannot import internal/daemon (it imports server), so
+// the server is built here over an application without the Chorus worker,
+// which these tests do not need; tune adjusts the application's
+// configuration.
+func newRoutesTestServer(t *testing.T, url string, tune func(*app.Config)) (*Server, *httptest.Server) {
 	t.Helper()
 	ctx := context.Background()
 	st, err := store.Open(ctx, url)
 	if err != nil {
 		t.Fatalf("store.Open: %v", err)
 	}
-	cfg := Config{Limits: protocol.DefaultLimits(), MaxBodyBytes: 1 << 20, AdminTokenHash: HashToken(routesTestAdminToken),
-		GraceWindow: time.Minute, PingInterval: time.Minute, WSReadLimit: 1 << 16, Hub: replay.DefaultConfig(), Frames: DefaultFramesConfig()}
+	cfg := app.Config{Limits: protocol.DefaultLimits(), GraceWindow: time.Minute, Hub: replay.DefaultConfig(), Frames: app.DefaultFramesConfig()}
 	if tune != nil {
 		tune(&cfg)
 	}
-	s := New(cfg, st, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err := s.Start(ctx); err != nil {
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	a := app.New(cfg, st, log)
+	s := New(Config{MaxBodyBytes: 1 << 20, AdminTokenHash: HashToken(routesTestAdminToken), PingInterval: time.Minute,
+		WSReadLimit: 1 << 16, StreamKeepalive: 15 * time.Second}, a, prometheus.NewRegistry(), log)
+	if err := a.Start(ctx); err != nil {
 		t.Fatalf("Start: %v", err)
 	}
 	hs := httptest.NewServer(s.Handler())
 	t.Cleanup(func() {
 		hs.Close()
-		s.Close()
+		a.Close()
 		st.Close()
 	})
 	return s, hs
@@ -278,9 +287,9 @@ func TestRouteTableAnswers(t *testing.T) {
 	dbtest.ForEach(t, func(t *testing.T, url string) {
 		key := make([]byte, 32)
 		_, _ = rand.Read(key)
-		_, hs := newRoutesTestServer(t, url, func(cfg *Config) {
-			cfg.Chorus.App.Key = key
-			cfg.Chorus.App.PublicURL = "http://aspd.invalid"
+		_, hs := newRoutesTestServer(t, url, func(cfg *app.Config) {
+			cfg.Chorus.Key = key
+			cfg.Chorus.PublicURL = "http://aspd.invalid"
 		})
 		do := func(method, path, tok string, body any) (int, []byte) {
 			t.Helper()

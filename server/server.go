@@ -5,7 +5,9 @@
 // method of the application layer (internal/app) and writes its answer as
 // JSON, Server-Sent Events or WebSocket messages. What a request may do, and
 // publishing what it commits, is the application's business, not this
-// package's.
+// package's. It is HTTP only: New is given the built application and the
+// metrics registry, and internal/daemon builds, starts and stops the
+// components; no store type crosses into this package.
 //
 // Every route is an entry of the route table in routes.go: method, path,
 // authentication, query parameters, rate-limited action, request and
@@ -26,41 +28,22 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v4"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/aspd/aspd/internal/app"
-	"github.com/aspd/aspd/internal/chorus"
-	"github.com/aspd/aspd/internal/cluster"
 	"github.com/aspd/aspd/protocol"
-	"github.com/aspd/aspd/replay"
-	"github.com/aspd/aspd/store"
 )
 
-// Config is the server's configuration; cmd/aspd fills it from flags.
+// Config is the HTTP adapter's own configuration; cmd/aspd fills it from
+// flags. What the application decides with (limits, rates, delivery,
+// cluster) is app.Config, given to the application, not to the server.
 type Config struct {
-	Limits         protocol.Limits
-	MaxBodyBytes   int64         // request body limit
-	AdminTokenHash []byte        // SHA-256 of the operator token
-	GraceWindow    time.Duration // how long a disconnected agent stays joined
-	PingInterval   time.Duration // WebSocket keepalive
-	WSReadLimit    int64         // largest client-to-server WebSocket message
-	Hub            replay.Config
-	Frames         FramesConfig
-	// Per-agent request rates (token buckets); a rate of 0 disables the limit.
-	ContactRate  float64 // POST /sessions, /invite, /reopen: contact attempts
-	ContactBurst int
-	MessageRate  float64 // POST /sessions/{id}/messages
-	MessageBurst int
-	Chorus       ChorusConfig // webhooks (chorusapi.go)
-	// Cluster makes this process one node of several on one PostgreSQL
-	// database (docs/cluster.md); nil: single node.
-	Cluster *cluster.Config
+	MaxBodyBytes    int64         // request body limit
+	AdminTokenHash  []byte        // SHA-256 of the operator token
+	PingInterval    time.Duration // WebSocket keepalive
+	WSReadLimit     int64         // largest client-to-server WebSocket message
+	StreamKeepalive time.Duration // interval of SSE keepalive comments on GET /stream
 }
-
-// FramesConfig configures agent-channel frames (see package app).
-type FramesConfig = app.FramesConfig
-
-// DefaultFramesConfig is what aspd runs with unless configured otherwise.
-func DefaultFramesConfig() FramesConfig { return app.DefaultFramesConfig() }
 
 // Server is aspd's HTTP surface over the application layer.
 type Server struct {
@@ -70,46 +53,21 @@ type Server struct {
 	echo *echo.Echo
 
 	metrics *metrics // /metrics (metrics.go); the access log feeds it
-
-	chorus        *chorus.Worker // webhook delivery (chorusapi.go)
-	chorusRunning bool
 }
 
-// New builds a server on st. Call Start to run background work and Close to stop.
-func New(cfg Config, st *store.Store, log *slog.Logger) *Server {
-	s := &Server{cfg: cfg, log: log}
-	s.metrics = newMetrics(s)
-	cfg.Hub.OnLiveWrite = s.metrics.observeDelivery
-	s.app = app.New(app.Config{Limits: cfg.Limits, GraceWindow: cfg.GraceWindow, Hub: cfg.Hub, Frames: cfg.Frames,
-		ContactRate: cfg.ContactRate, ContactBurst: cfg.ContactBurst, MessageRate: cfg.MessageRate, MessageBurst: cfg.MessageBurst,
-		Chorus:  cfg.Chorus.App,
-		Cluster: cfg.Cluster}, st, log)
-	s.newChorus()
+// New builds the HTTP adapter over a, which the caller builds, starts and
+// closes (internal/daemon). GET /metrics exposes reg, to which New adds the
+// server's own metrics (metrics.go); the caller registers those of the
+// other components.
+func New(cfg Config, a *app.App, reg *prometheus.Registry, log *slog.Logger) *Server {
+	s := &Server{cfg: cfg, app: a, log: log}
+	s.metrics = newMetrics(s, reg)
 	s.echo = s.routes()
 	return s
 }
 
 // Handler returns the HTTP handler.
 func (s *Server) Handler() http.Handler { return s.echo }
-
-// App returns the application layer the server adapts.
-func (s *Server) App() *app.App { return s.app }
-
-// Start recovers presence left by a previous process and starts the
-// application's background work.
-func (s *Server) Start(ctx context.Context) error {
-	if err := s.app.Start(ctx); err != nil {
-		return err
-	}
-	s.startChorus()
-	return nil
-}
-
-// Close stops background work and closes every live connection.
-func (s *Server) Close() {
-	s.closeChorus()
-	s.app.Close()
-}
 
 // routes registers every route of the route table (routes.go) with its own
 // middleware. No group carries middleware: echo would register a catch-all
@@ -318,17 +276,17 @@ func (s *Server) healthz(c echo.Context) error {
 	return c.JSON(http.StatusOK, map[string]string{"status": "ok"})
 }
 
-// readyz reports ready when the store can serve (store.Ready): the
-// database answers and, after writes failed, a probe write commits. Not
-// ready is 503 store_unavailable with Retry-After, logged by the store once
-// per outage, not per poll.
+// readyz reports ready when the store can serve (app.Ready): the database
+// answers and, after writes failed, a probe write commits. Not ready is 503
+// store_unavailable with Retry-After, logged by the store once per outage,
+// not per poll.
 func (s *Server) readyz(c echo.Context) error {
 	ctx, cancel := context.WithTimeout(c.Request().Context(), 2*time.Second)
 	defer cancel()
-	if err := s.app.Store().Ready(ctx); err != nil {
+	if err := s.app.Ready(ctx); err != nil {
 		return protocol.Errorf(http.StatusServiceUnavailable, protocol.CodeStoreUnavailable, "the store cannot serve requests right now")
 	}
-	ready := map[string]any{"status": "ready", "store": s.app.Store().Dialect(), "connections": s.app.DeliveryStats().Connections}
+	ready := map[string]any{"status": "ready", "store": s.app.StoreDialect(), "connections": s.app.DeliveryStats().Connections}
 	if n := s.app.Node(); n != nil {
 		ready["node"] = n.ID() // cluster.go
 	}

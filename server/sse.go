@@ -13,6 +13,10 @@ import (
 	"github.com/aspd/aspd/internal/framefeed"
 )
 
+// streamWriteTimeout bounds one write of a frame stream; a client that
+// reads slower is cut off.
+const streamWriteTimeout = 10 * time.Second
+
 // openStream is GET /stream: the caller's per-handle stream of frames as
 // Server-Sent Events.
 func (s *Server) openStream(c echo.Context) error {
@@ -25,7 +29,7 @@ func (s *Server) openStream(c echo.Context) error {
 	}
 	defer st.Close()
 
-	write := startSSE(c, s.cfg.Frames.WriteTimeout)
+	write := startSSE(c, streamWriteTimeout)
 	if err := write([]byte(": aspd frame stream\n\n")); err != nil {
 		return nil
 	}
@@ -47,7 +51,7 @@ func (s *Server) openStream(c echo.Context) error {
 			return nil
 		}
 	}
-	keep := time.NewTicker(s.cfg.Frames.Keepalive)
+	keep := time.NewTicker(s.cfg.StreamKeepalive)
 	defer keep.Stop()
 	ctx := c.Request().Context()
 	for {

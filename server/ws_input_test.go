@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"strings"
 	"sync"
@@ -18,9 +17,6 @@ import (
 
 	"github.com/aspd/aspd/internal/dbtest"
 	"github.com/aspd/aspd/protocol"
-	"github.com/aspd/aspd/replay"
-	"github.com/aspd/aspd/server"
-	"github.com/aspd/aspd/store"
 )
 
 // syncBuffer is a log sink that the server's goroutines may write to while
@@ -45,33 +41,9 @@ func (s *syncBuffer) String() string {
 // newLoggedEnv is newEnv with the server's log, at DEBUG, kept for the test.
 func newLoggedEnv(t *testing.T, dbURL string) (*env, *syncBuffer) {
 	t.Helper()
-	ctx := context.Background()
-	st, err := store.Open(ctx, dbURL)
-	if err != nil {
-		t.Fatalf("store.Open: %v", err)
-	}
-	cfg := server.Config{
-		Limits:         protocol.DefaultLimits(),
-		MaxBodyBytes:   1 << 20,
-		AdminTokenHash: server.HashToken(adminToken),
-		GraceWindow:    time.Minute,
-		PingInterval:   time.Minute,
-		WSReadLimit:    1 << 16,
-		Hub:            replay.DefaultConfig(),
-		Frames:         server.DefaultFramesConfig(),
-	}
 	logs := &syncBuffer{}
-	s := server.New(cfg, st, slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
-	if err := s.Start(ctx); err != nil {
-		t.Fatalf("Start: %v", err)
-	}
-	hs := httptest.NewServer(s.Handler())
-	t.Cleanup(func() {
-		hs.Close()
-		s.Close()
-		st.Close()
-	})
-	return &env{t: t, srv: hs}, logs
+	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	return startEnv(t, dbURL, testConfig(), log, nil), logs
 }
 
 // dialConnect opens WS /connect with the given bearer token and ?token=

@@ -13,7 +13,6 @@ import (
 
 	"github.com/aspd/aspd/internal/app"
 	"github.com/aspd/aspd/internal/chorus"
-	"github.com/aspd/aspd/server"
 )
 
 // chorusFlags are the Chorus webhook settings (docs/chorus.md).
@@ -78,10 +77,11 @@ func (f *chorusFlags) check(e *envFlags) error {
 	return nil
 }
 
-// chorusConfig resolves the Chorus key and builds the server's Chorus
-// configuration. Without a key on PostgreSQL, Chorus is off (every node
-// must seal and unseal with the same key, so none may invent its own).
-func chorusConfig(cfg *config, dbURL, listenAddr string, log *slog.Logger) (server.ChorusConfig, error) {
+// chorusConfig resolves the Chorus key and builds Chorus's configuration:
+// the application's rules and the delivery worker's. Without a key on
+// PostgreSQL, Chorus is off (every node must seal and unseal with the same
+// key, so none may invent its own).
+func chorusConfig(cfg *config, dbURL, listenAddr string, log *slog.Logger) (app.ChorusConfig, chorus.Config, error) {
 	f := cfg.chorus
 	d := chorus.DefaultConfig()
 	d.AllowLoopback, d.Schedule, d.FailingAfter, d.Timeout, d.PollInterval = f.allowLoopback, f.parsed, f.failingAfter, f.timeout, f.pollInterval
@@ -89,23 +89,23 @@ func chorusConfig(cfg *config, dbURL, listenAddr string, log *slog.Logger) (serv
 	if pub == "" {
 		pub = "http://" + listenAddr
 	}
-	out := server.ChorusConfig{Delivery: d, App: app.ChorusConfig{PublicURL: pub, CallbackTTL: f.callbackTTL, MCPTokenTTL: f.mcpTokenTTL}}
+	rules := app.ChorusConfig{PublicURL: pub, CallbackTTL: f.callbackTTL, MCPTokenTTL: f.mcpTokenTTL}
 	key := f.parsedKey
 	if key == nil {
 		var err error
 		if key, err = defaultChorusKey(sqlitePath(dbURL)); err != nil {
-			return out, err
+			return rules, d, err
 		}
 	}
 	if key == nil {
 		log.Warn("Chorus webhooks are off: on PostgreSQL they need an explicit key shared by every node (--chorus-key-file or ASPD_CHORUS_KEY)")
-		return out, nil
+		return rules, d, nil
 	}
 	if f.allowLoopback {
 		log.Warn("Chorus deliveries may reach loopback addresses (--chorus-allow-loopback): for development and tests only")
 	}
-	out.App.Key = key
-	return out, nil
+	rules.Key = key
+	return rules, d, nil
 }
 
 // defaultChorusKey returns, for an SQLite store, the key in chorus.key

@@ -13,10 +13,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/aspd/aspd/internal/app"
 	"github.com/aspd/aspd/internal/cluster"
 	"github.com/aspd/aspd/protocol"
 	"github.com/aspd/aspd/replay"
-	"github.com/aspd/aspd/server"
 	"github.com/aspd/aspd/store"
 )
 
@@ -49,7 +49,8 @@ type config struct {
 	pingInterval   time.Duration
 	wsReadLimit    int64
 	hub            replay.Config
-	frames         server.FramesConfig
+	frames         app.FramesConfig
+	frameKeepalive time.Duration // SSE keepalive comments on GET /stream
 	frameRate      string
 	contactRate    string
 	contactRateV   float64
@@ -352,7 +353,7 @@ func parseConfig(args []string) (*config, error) {
 	e := newEnvFlags(fs)
 	lim := protocol.DefaultLimits()
 	hc := replay.DefaultConfig()
-	fc := server.DefaultFramesConfig()
+	fc := app.DefaultFramesConfig()
 	e.str(&c.contactRate, "contact-rate", "0", "contact attempts (POST /sessions, /invite, /reopen) per agent per second; 0 = unlimited (429 rate_limited with Retry-After beyond)")
 	e.int(&c.contactBurst, "contact-burst", 20, "contact attempts an agent may make in a burst")
 	e.str(&c.messageRate, "message-rate", "0", "messages (POST /sessions/{id}/messages) per agent per second; 0 = unlimited (429 rate_limited with Retry-After beyond)")
@@ -391,7 +392,7 @@ func parseConfig(args []string) (*config, error) {
 	e.int(&fc.MaxFrameBytes, "frame-max-bytes", fc.MaxFrameBytes, "largest frame accepted on POST /frames, in bytes (413 content_too_large)")
 	e.dur(&fc.Retention.RetainAge, "frame-retain-age", fc.Retention.RetainAge, "how long frames are kept for Last-Event-ID resumption")
 	e.int(&fc.Retention.Buffer, "frame-stream-buffer", fc.Retention.Buffer, "frames queued per stream before a slow stream is closed")
-	e.dur(&fc.Keepalive, "frame-keepalive", fc.Keepalive, "interval of SSE keepalive comments on GET /stream")
+	e.dur(&c.frameKeepalive, "frame-keepalive", 15*time.Second, "interval of SSE keepalive comments on GET /stream")
 	e.dur(&fc.Validation.MaxSkewPast, "frame-max-age", fc.Validation.MaxSkewPast, "oldest accepted frame created_at, relative to now")
 	e.dur(&fc.Validation.MaxSkewFuture, "frame-max-future", fc.Validation.MaxSkewFuture, "furthest-future accepted frame created_at, relative to now")
 	e.dur(&c.http.readTimeout, "http-read-timeout", 20*time.Second, "longest time to read one whole request, headers and body; a slower client is cut off. Long-lived WebSocket and SSE streams are not bounded by it")
@@ -491,7 +492,7 @@ func parseConfig(args []string) (*config, error) {
 		bound{fc.MaxStreams <= 0, "frame-max-streams", positive},
 		bound{fc.Retention.RetainCount < 0, "frame-retain-count", "a number >= 0 (0 disables resumption)"},
 		bound{fc.Retention.Buffer <= 0, "frame-stream-buffer", positive},
-		bound{fc.Keepalive <= 0, "frame-keepalive", positiveDur},
+		bound{c.frameKeepalive <= 0, "frame-keepalive", positiveDur},
 		bound{c.http.readTimeout <= 0, "http-read-timeout", positiveDur},
 		bound{c.http.readHeaderTimeout <= 0, "http-read-header-timeout", positiveDur},
 		bound{c.http.idleTimeout <= 0, "http-idle-timeout", positiveDur},

@@ -19,6 +19,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/aspd/aspd/internal/app"
+	"github.com/aspd/aspd/internal/daemon"
 	"github.com/aspd/aspd/server"
 	"github.com/aspd/aspd/store"
 )
@@ -112,27 +114,33 @@ func run(cfg *config) error {
 		log.Info("seeded agents", "file", cfg.seed, "agents", n)
 	}
 
-	chorusCfg, err := chorusConfig(cfg, dbURL, ln.Addr().String(), log)
+	chorusRules, chorusDelivery, err := chorusConfig(cfg, dbURL, ln.Addr().String(), log)
 	if err != nil {
 		return err
 	}
-	srv := server.New(server.Config{
-		Limits:         cfg.limits,
-		MaxBodyBytes:   cfg.maxBodyBytes,
-		AdminTokenHash: adminHash,
-		GraceWindow:    cfg.graceWindow,
-		PingInterval:   cfg.pingInterval,
-		WSReadLimit:    cfg.wsReadLimit,
-		Hub:            cfg.hub,
-		Frames:         cfg.frames,
-		ContactRate:    cfg.contactRateV,
-		ContactBurst:   cfg.contactBurst,
-		MessageRate:    cfg.messageRateV,
-		MessageBurst:   cfg.messageBurst,
-		Chorus:         chorusCfg,
-		Cluster:        clusterConfig(cfg, dbURL, cfg.hub.RingSize),
+	d := daemon.New(daemon.Config{
+		App: app.Config{
+			Limits:       cfg.limits,
+			GraceWindow:  cfg.graceWindow,
+			Hub:          cfg.hub,
+			Frames:       cfg.frames,
+			ContactRate:  cfg.contactRateV,
+			ContactBurst: cfg.contactBurst,
+			MessageRate:  cfg.messageRateV,
+			MessageBurst: cfg.messageBurst,
+			Chorus:       chorusRules,
+			Cluster:      clusterConfig(cfg, dbURL, cfg.hub.RingSize),
+		},
+		HTTP: server.Config{
+			MaxBodyBytes:    cfg.maxBodyBytes,
+			AdminTokenHash:  adminHash,
+			PingInterval:    cfg.pingInterval,
+			WSReadLimit:     cfg.wsReadLimit,
+			StreamKeepalive: cfg.frameKeepalive,
+		},
+		Chorus: chorusDelivery,
 	}, st, log)
-	if err := srv.Start(ctx); err != nil {
+	if err := d.Start(ctx); err != nil {
 		return err
 	}
 	if cfg.pprof != "" {
@@ -144,7 +152,7 @@ func run(cfg *config) error {
 		}()
 		log.Info("pprof enabled", "addr", "http://"+cfg.pprof+"/debug/pprof/")
 	}
-	httpSrv := newHTTPServer(cfg.http, srv.Handler())
+	httpSrv := newHTTPServer(cfg.http, d.Handler())
 	errc := make(chan error, 1)
 	go func() { errc <- httpSrv.Serve(ln) }()
 	log.Info("aspd listening", "addr", "http://"+ln.Addr().String(), "grace_window", cfg.graceWindow)
@@ -157,7 +165,7 @@ func run(cfg *config) error {
 	log.Info("shutting down")
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	srv.Close() // closes WebSockets (1001) and flushes cursors
+	d.Close() // closes WebSockets (1001) and flushes cursors
 	if err := httpSrv.Shutdown(shutdownCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}

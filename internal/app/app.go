@@ -7,8 +7,11 @@
 // one App method and encode its answer; no rule is written twice. Which
 // events an agent may see, and the delivery walk over a session's log, are
 // internal/visibility's (Visible, Walk), shared with the WebSocket writer.
+// Adapters see protocol and app types (SessionFilter, LogEvent, ...), not
+// the store's.
 //
-// App also owns the process's background work (presence recovery, the grace
+// internal/daemon builds the App beside its adapters and the Chorus worker,
+// and starts and stops it. App also owns the process's background work (presence recovery, the grace
 // window sweeper, frame expiry) and the authentication cache, whose entries
 // are evicted by the token and agent actions that invalidate them.
 package app
@@ -98,11 +101,16 @@ func New(cfg Config, st *store.Store, log *slog.Logger) *App {
 	return a
 }
 
-// Hub returns the delivery hub (for attaching connections and metrics).
-func (a *App) Hub() *replay.Hub { return a.hub }
-
-// Store returns the store (for health checks).
+// Store returns the store, for the components that work on it beside the
+// application (the Chorus delivery worker). Adapters do not use it.
 func (a *App) Store() *store.Store { return a.st }
+
+// Ready reports whether the store can serve requests (store.Ready): the
+// database answers and, after writes failed, a probe write commits.
+func (a *App) Ready(ctx context.Context) error { return a.st.Ready(ctx) }
+
+// StoreDialect names the store's database: "postgres" or "sqlite".
+func (a *App) StoreDialect() string { return a.st.Dialect() }
 
 // Stopping is closed when Close begins: long-lived streams end then.
 func (a *App) Stopping() <-chan struct{} { return a.stop }

@@ -157,7 +157,7 @@ func TestSessionActionsPublish(t *testing.T) {
 		if err != nil || s.ID != id {
 			t.Fatalf("session: %+v, %v", s, err)
 		}
-		list, err := a.Sessions(ctx, "@acme.alice", store.SessionFilter{Limit: 1})
+		list, err := a.Sessions(ctx, "@acme.alice", SessionFilter{Limit: 1})
 		if err != nil || len(list.Sessions) != 1 {
 			t.Fatalf("sessions: %+v, %v", list, err)
 		}
@@ -165,7 +165,7 @@ func TestSessionActionsPublish(t *testing.T) {
 		if err != nil || len(admin.Events) != 2 || admin.NextCursor == "" {
 			t.Fatalf("admin events: %+v, %v", admin, err)
 		}
-		all, err := a.AdminSessions(ctx, store.SessionFilter{Limit: 10})
+		all, err := a.AdminSessions(ctx, SessionFilter{Limit: 10})
 		if err != nil || len(all.Sessions) != 1 {
 			t.Fatalf("admin sessions: %+v, %v", all, err)
 		}

@@ -138,7 +138,7 @@ func TestGraceSweep(t *testing.T) {
 			}
 			return false
 		})
-		if a.Stopping() == nil || a.Hub() == nil || a.Store() == nil {
+		if a.Stopping() == nil || a.hub == nil || a.Store() == nil {
 			t.Fatal("accessors")
 		}
 	})

@@ -19,8 +19,6 @@ type FramesConfig struct {
 	Burst         int     // bucket size
 	MaxReach      int     // most streams one submission may reach
 	MaxStreams    int     // most open streams per agent
-	Keepalive     time.Duration
-	WriteTimeout  time.Duration
 	Retention     framefeed.Config
 	MaxFrameBytes int // largest frame on POST /frames
 }
@@ -28,7 +26,6 @@ type FramesConfig struct {
 // DefaultFramesConfig is what aspd runs with unless configured otherwise.
 func DefaultFramesConfig() FramesConfig {
 	return FramesConfig{Validation: frame.DefaultOptions(), RatePerSecond: 20, Burst: 40, MaxReach: 256, MaxStreams: 32,
-		Keepalive: 15 * time.Second, WriteTimeout: 10 * time.Second,
 		Retention: framefeed.Config{RetainCount: 64, RetainAge: time.Minute, RetainBytes: 32 << 20, Buffer: 256}, MaxFrameBytes: 64 << 10}
 }
 

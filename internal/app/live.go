@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"sync/atomic"
 	"time"
@@ -70,10 +71,17 @@ func (a *App) LiveWatches() int { return int(a.liveWatches.Load()) }
 // After is the last sequence Next returned (or the starting point).
 func (w *SessionWatch) After() int64 { return w.after }
 
+// LogEvent is one event of a session's log: its sequence and its wire JSON,
+// exactly as stored and served.
+type LogEvent struct {
+	Sequence int64
+	Body     json.RawMessage
+}
+
 // Next returns the session's next events in sequence order, at most
 // LiveBatch, waiting up to wait for at least one; none when wait passes.
 // ErrStopping says the application is shutting down.
-func (w *SessionWatch) Next(ctx context.Context, wait time.Duration) ([]store.StoredEvent, error) {
+func (w *SessionWatch) Next(ctx context.Context, wait time.Duration) ([]LogEvent, error) {
 	deadline := time.Now().Add(wait)
 	for {
 		pub := w.a.commitsSeen()
@@ -85,7 +93,7 @@ func (w *SessionWatch) Next(ctx context.Context, wait time.Duration) ([]store.St
 			w.seenPub, w.readAt, w.more = pub, time.Now(), len(evs) == LiveBatch
 			if len(evs) > 0 {
 				w.after = evs[len(evs)-1].Sequence
-				return evs, nil
+				return logEvents(evs), nil
 			}
 		}
 		left := time.Until(deadline)
@@ -103,6 +111,14 @@ func (w *SessionWatch) Next(ctx context.Context, wait time.Duration) ([]store.St
 		case <-t.C:
 		}
 	}
+}
+
+func logEvents(evs []store.StoredEvent) []LogEvent {
+	out := make([]LogEvent, len(evs))
+	for i := range evs {
+		out[i] = LogEvent{Sequence: evs[i].Sequence, Body: evs[i].Body}
+	}
+	return out
 }
 
 // Close releases the watch's slot; calling it again does nothing.

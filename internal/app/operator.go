@@ -10,8 +10,8 @@ import (
 // The operator's reads: every session, complete event logs, exports.
 
 // AdminSessions lists the sessions matching f, newest first.
-func (a *App) AdminSessions(ctx context.Context, f store.SessionFilter) (protocol.SessionList[*protocol.Session], error) {
-	sessions, err := a.st.ListSessions(ctx, f)
+func (a *App) AdminSessions(ctx context.Context, f SessionFilter) (protocol.SessionList[*protocol.Session], error) {
+	sessions, err := a.st.ListSessions(ctx, f.store())
 	if err != nil {
 		return protocol.SessionList[*protocol.Session]{}, err
 	}
@@ -52,7 +52,7 @@ func (a *App) AdminEvents(ctx context.Context, id string, p Page) (protocol.Even
 // ExportRequest selects what an export holds: one session (Session), or
 // every session matching Filter.
 type ExportRequest struct {
-	Filter  store.SessionFilter
+	Filter  SessionFilter
 	Session string
 }
 
@@ -61,7 +61,7 @@ type ExportRequest struct {
 // before the first event; an error returned before begin is a refusal, one
 // after it a failure midway. It returns how many events were emitted.
 func (a *App) Export(ctx context.Context, req ExportRequest, begin func(), emit func(body []byte) error) (int, error) {
-	f := req.Filter
+	f := req.Filter.store()
 	f.Limit = 0
 	if id := req.Session; id != "" {
 		if !protocol.ValidSessionID(id) {

@@ -9,7 +9,7 @@ import (
 )
 
 // Listing and paging arguments arrive as text (query parameters, tool
-// arguments); these are the rules that turn them into store filters. Which
+// arguments); these are the rules that turn them into filters. Which
 // names a transport accepts, and that each is given at most once and never
 // empty, is the transport's business; an empty field here is "not given".
 
@@ -25,9 +25,27 @@ type SessionQuery struct {
 	Participant string // a handle
 }
 
-// Filter validates q and returns the store filter it selects.
-func (q SessionQuery) Filter() (store.SessionFilter, error) {
-	f := store.SessionFilter{State: q.State, Status: q.Status, Before: q.Before}
+// SessionFilter selects the sessions of a listing or an export; a zero
+// field does not filter. SessionQuery.Filter builds a checked one.
+type SessionFilter struct {
+	Participant string // only sessions this handle is or was part of
+	Status      string // with Participant: only where its status is this
+	State       string // active or ended
+	Since       int64  // created_at >= Since (epoch ms), 0 = unbounded
+	Until       int64  // created_at < Until (epoch ms), 0 = unbounded
+	Before      string // only session ids < Before
+	Limit       int    // at most this many; 0 = no limit (exports)
+}
+
+// store is f as the store takes it.
+func (f SessionFilter) store() store.SessionFilter {
+	return store.SessionFilter{Participant: f.Participant, Status: f.Status, State: f.State,
+		Since: f.Since, Until: f.Until, Before: f.Before, Limit: f.Limit}
+}
+
+// Filter validates q and returns the filter it selects.
+func (q SessionQuery) Filter() (SessionFilter, error) {
+	f := SessionFilter{State: q.State, Status: q.Status, Before: q.Before}
 	if f.Before == "" {
 		f.Before = q.Cursor // next_cursor of the previous page
 	}

@@ -244,9 +244,9 @@ func (a *App) Session(ctx context.Context, caller, id string) (*protocol.Session
 }
 
 // Sessions lists caller's sessions matching f (f.Participant is caller).
-func (a *App) Sessions(ctx context.Context, caller string, f store.SessionFilter) (protocol.SessionList[protocol.SessionSummary], error) {
+func (a *App) Sessions(ctx context.Context, caller string, f SessionFilter) (protocol.SessionList[protocol.SessionSummary], error) {
 	f.Participant = caller
-	rows, err := a.st.ListSessionsFor(ctx, f)
+	rows, err := a.st.ListSessionsFor(ctx, f.store())
 	if err != nil {
 		return protocol.SessionList[protocol.SessionSummary]{}, err
 	}

@@ -466,7 +466,7 @@ func TestUnauthenticated(t *testing.T) {
 		cs.Close()
 		ss.Wait()
 	}
-	list, err := a.Sessions(context.Background(), "@acme.alice", store.SessionFilter{Limit: 10})
+	list, err := a.Sessions(context.Background(), "@acme.alice", app.SessionFilter{Limit: 10})
 	if err != nil || len(list.Sessions) != 0 {
 		t.Fatalf("sessions after refused calls: %+v, %v", list, err)
 	}
