@@ -20,7 +20,7 @@ func (s *Server) adminSetChorus(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	var req app.ChorusRequest
+	var req protocol.ChorusRequest
 	if err := s.decode(c, &req); err != nil {
 		return err
 	}
@@ -92,7 +92,7 @@ func (s *Server) adminChorusRedeliver(c echo.Context) error {
 }
 
 func (s *Server) chorusCallback(c echo.Context) error {
-	var req app.ChorusCallbackRequest
+	var req protocol.ChorusCallbackRequest
 	if err := s.decode(c, &req); err != nil {
 		return err
 	}

@@ -9,7 +9,6 @@ import (
 	"github.com/aspd/aspd/internal/app"
 	"github.com/aspd/aspd/internal/mcp"
 	"github.com/aspd/aspd/protocol"
-	"github.com/aspd/aspd/store"
 )
 
 // The route table: every route aspd serves, in one static list that routes()
@@ -91,7 +90,7 @@ type (
 		Streams []protocol.StreamInfo `json:"streams"`
 	}
 	chorusDeliveryList struct {
-		Deliveries []store.ChorusDelivery `json:"deliveries"`
+		Deliveries []protocol.ChorusDelivery `json:"deliveries"`
 	}
 )
 
@@ -299,11 +298,11 @@ var routeTable = []route{
 
 	// Chorus webhooks (chorusapi.go).
 	{method: http.MethodPut, path: "/admin/v1/agents/:handle/chorus", auth: authOperator,
-		request: app.ChorusRequest{}, response: app.ChorusRegistration{}, status: http.StatusOK,
+		request: protocol.ChorusRequest{}, response: protocol.ChorusRegistration{}, status: http.StatusOK,
 		summary: "Register (or rotate) an agent's Chorus webhook; answers a fresh signing secret.",
 		handler: (*Server).adminSetChorus},
 	{method: http.MethodGet, path: "/admin/v1/agents/:handle/chorus", auth: authOperator,
-		response: app.ChorusInfo{}, status: http.StatusOK,
+		response: protocol.ChorusInfo{}, status: http.StatusOK,
 		summary: "Get an agent's Chorus registration.",
 		handler: (*Server).adminGetChorus},
 	{method: http.MethodDelete, path: "/admin/v1/agents/:handle/chorus", auth: authOperator,
@@ -319,7 +318,7 @@ var routeTable = []route{
 		summary: "Queue a Chorus delivery again, due now.",
 		handler: (*Server).adminChorusRedeliver},
 	{method: http.MethodPost, path: "/chorus/callback/:token", auth: authChorusCallback,
-		request: app.ChorusCallbackRequest{}, response: app.ChorusCallbackResponse{}, status: http.StatusOK,
+		request: protocol.ChorusCallbackRequest{}, response: protocol.ChorusCallbackResponse{}, status: http.StatusOK,
 		summary: "A Chorus agent's callback: a message, tool call or result into the session, or a delivery status or error.",
 		handler: (*Server).chorusCallback},
 

@@ -124,7 +124,7 @@ func (a *App) DeleteAgent(ctx context.Context, handle string) error {
 		return err
 	}
 	a.cutOff(handle, "agent deleted")
-	a.chorusCancel(handle) // its endpoint went with it (store.DeleteAgent)
+	a.revokeChorus(handle) // its endpoint went with it (store.DeleteAgent)
 	a.publish(commits...)
 	a.log.Info("agent deleted", "agent", handle, "sessions_left", len(commits))
 	return nil

@@ -14,6 +14,13 @@
 // and starts and stops it. App also owns the process's background work (presence recovery, the grace
 // window sweeper, frame expiry) and the authentication cache, whose entries
 // are evicted by the token and agent actions that invalidate them.
+//
+// The Chorus webhook rules live here as well: registration, credentials,
+// callbacks and a webhook agent's presence (chorus.go), and the outbox's
+// steps (chorus_outbox.go: what is queued for whom, claims, what an attempt
+// carries, what its outcome does), which App offers the delivery worker of
+// internal/chorus through the one interface that package declares
+// (chorus.App). The worker reaches the store only through those steps.
 package app
 
 import (

@@ -11,7 +11,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"net/url"
 	"strings"
@@ -19,14 +18,16 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/aspd/aspd/internal/chorus"
 	"github.com/aspd/aspd/protocol"
 	"github.com/aspd/aspd/store"
 )
 
 // Chorus webhooks (docs/chorus.md): the rules of registration, of the
-// credentials a delivery hands out (callback URLs, MCP tokens) and of
-// callbacks. Delivery itself (the outbox worker, rendering, signing, the
-// guarded dialer) is package internal/chorus, which calls these.
+// credentials a delivery hands out (callback URLs, MCP tokens), of
+// callbacks and of a webhook agent's presence. The outbox's side of the
+// door the delivery worker (internal/chorus) goes through is
+// chorus_outbox.go.
 
 // ChorusConfig configures Chorus in the application layer.
 type ChorusConfig struct {
@@ -57,10 +58,14 @@ type chorusState struct {
 	// worker reloads it every poll (registrations made on other nodes).
 	handles atomic.Pointer[map[string]bool]
 
-	mu     sync.Mutex
-	mcp    map[string]mcpToken           // handle -> the MCP token being handed out
-	cancel func(handle string)           // the worker's: abort in-flight attempts for handle
-	signal func(handle, typ, msg string) // the worker's: count an agent's status/error
+	mu  sync.Mutex
+	mcp map[string]mcpToken // handle -> the MCP token being handed out
+	// revoked holds, per handle, a channel closed when its endpoint is
+	// rotated or removed through this node: attempts in flight to the old
+	// URL watch it (chorus.Attempt.Revoked).
+	revoked map[string]chan struct{}
+
+	statusSignals, errorSignals atomic.Uint64 // callbacks received (chorus.Signals)
 }
 
 type mcpToken struct {
@@ -69,7 +74,7 @@ type mcpToken struct {
 }
 
 func newChorusState(cfg ChorusConfig) (*chorusState, error) {
-	c := &chorusState{wake: make(chan struct{}, 1), mcp: map[string]mcpToken{}}
+	c := &chorusState{wake: make(chan struct{}, 1), mcp: map[string]mcpToken{}, revoked: map[string]chan struct{}{}}
 	if cfg.Key == nil {
 		return c, nil
 	}
@@ -115,9 +120,8 @@ func (a *App) setChorusHandle(handle string, on bool) {
 	a.chorus.handles.Store(&next)
 }
 
-// ReloadChorusHandles reads the endpoint set from the store (the worker
-// calls it every poll, for registrations made through other nodes).
-func (a *App) ReloadChorusHandles(ctx context.Context) error {
+// reloadChorusHandles reads the endpoint set from the store.
+func (a *App) reloadChorusHandles(ctx context.Context) error {
 	hs, err := a.st.ChorusHandles(ctx)
 	if err != nil {
 		return err
@@ -141,27 +145,30 @@ func (a *App) notifyChorus() {
 	}
 }
 
-// ChorusWake is signalled after commits that may make deliveries due.
-func (a *App) ChorusWake() <-chan struct{} { return a.chorus.wake }
-
 // ChorusEnabled reports whether Chorus has a key and may run.
 func (a *App) ChorusEnabled() bool { return a.chorus.aead != nil }
 
-// SetChorusHooks installs the delivery worker's hooks: cancel aborts
-// in-flight attempts to handle's endpoint (rotation, removal); signal
-// counts a status or error callback.
-func (a *App) SetChorusHooks(cancel func(handle string), signal func(handle, typ, msg string)) {
+// chorusRevoked returns the channel closed when h's endpoint is next
+// rotated or removed through this node.
+func (a *App) chorusRevoked(h string) <-chan struct{} {
 	a.chorus.mu.Lock()
 	defer a.chorus.mu.Unlock()
-	a.chorus.cancel, a.chorus.signal = cancel, signal
+	ch, ok := a.chorus.revoked[h]
+	if !ok {
+		ch = make(chan struct{})
+		a.chorus.revoked[h] = ch
+	}
+	return ch
 }
 
-func (a *App) chorusCancel(h string) {
+// revokeChorus aborts this node's attempts in flight to h's endpoint,
+// which was rotated or removed.
+func (a *App) revokeChorus(h string) {
 	a.chorus.mu.Lock()
-	cancel := a.chorus.cancel
-	a.chorus.mu.Unlock()
-	if cancel != nil {
-		cancel(h)
+	defer a.chorus.mu.Unlock()
+	if ch, ok := a.chorus.revoked[h]; ok {
+		close(ch)
+		delete(a.chorus.revoked, h)
 	}
 }
 
@@ -190,30 +197,6 @@ func (a *App) unseal(sealed []byte) (string, error) {
 	return string(plain), nil
 }
 
-// ChorusRequest is the body of PUT /admin/v1/agents/{handle}/chorus.
-type ChorusRequest struct {
-	ConnectionString string `json:"connection_string"`
-}
-
-// ChorusRegistration answers a registration: the signing secret, shown
-// once. The connection string is never echoed.
-type ChorusRegistration struct {
-	Agent         string `json:"agent"`
-	SigningSecret string `json:"signing_secret"`
-	Rotated       bool   `json:"rotated"` // an endpoint was replaced
-	CreatedAt     int64  `json:"created_at"`
-}
-
-// ChorusInfo is an endpoint's state, without its secrets.
-type ChorusInfo struct {
-	Agent         string `json:"agent"`
-	CreatedAt     int64  `json:"created_at"`
-	Failing       bool   `json:"failing"`
-	FailingSince  int64  `json:"failing_since,omitempty"`
-	LastSuccessAt int64  `json:"last_success_at,omitempty"`
-	LastError     string `json:"last_error,omitempty"`
-}
-
 // validConnectionString checks a connection string without ever quoting
 // it back: it is a secret.
 func validConnectionString(s string) error {
@@ -234,8 +217,8 @@ func validConnectionString(s string) error {
 // fresh signing secret. After a rotation, the old endpoint receives nothing
 // more: queued retries go to the new one, and attempts in flight on this
 // node are aborted.
-func (a *App) SetChorus(ctx context.Context, handle string, req ChorusRequest) (ChorusRegistration, error) {
-	var none ChorusRegistration
+func (a *App) SetChorus(ctx context.Context, handle string, req protocol.ChorusRequest) (protocol.ChorusRegistration, error) {
+	var none protocol.ChorusRegistration
 	if err := checkHandle(handle); err != nil {
 		return none, err
 	}
@@ -254,12 +237,12 @@ func (a *App) SetChorus(ctx context.Context, handle string, req ChorusRequest) (
 	if err != nil {
 		return none, err
 	}
-	a.chorusCancel(handle)
+	a.revokeChorus(handle)
 	a.setChorusHandle(handle, true)
 	a.chorusPresence(ctx, handle, true)
 	a.notifyChorus()
 	a.log.Info("chorus endpoint registered", "agent", handle, "rotated", existed)
-	return ChorusRegistration{Agent: handle, SigningSecret: secret, Rotated: existed, CreatedAt: time.Now().UnixMilli()}, nil
+	return protocol.ChorusRegistration{Agent: handle, SigningSecret: secret, Rotated: existed, CreatedAt: time.Now().UnixMilli()}, nil
 }
 
 // DeleteChorus removes handle's endpoint; nothing more is delivered to it.
@@ -270,7 +253,7 @@ func (a *App) DeleteChorus(ctx context.Context, handle string) error {
 	if err := a.st.DeleteChorusEndpoint(ctx, handle); err != nil {
 		return err
 	}
-	a.chorusCancel(handle)
+	a.revokeChorus(handle)
 	a.setChorusHandle(handle, false)
 	a.dropChorusMCP(handle)
 	a.chorusPresence(ctx, handle, false)
@@ -279,15 +262,15 @@ func (a *App) DeleteChorus(ctx context.Context, handle string) error {
 }
 
 // Chorus returns handle's endpoint state.
-func (a *App) Chorus(ctx context.Context, handle string) (ChorusInfo, error) {
+func (a *App) Chorus(ctx context.Context, handle string) (protocol.ChorusInfo, error) {
 	if err := checkHandle(handle); err != nil {
-		return ChorusInfo{}, err
+		return protocol.ChorusInfo{}, err
 	}
 	e, err := a.st.ChorusEndpoint(ctx, handle)
 	if err != nil {
-		return ChorusInfo{}, err
+		return protocol.ChorusInfo{}, err
 	}
-	return ChorusInfo{Agent: handle, CreatedAt: e.CreatedAt, Failing: e.Failing, FailingSince: e.FailingSince,
+	return protocol.ChorusInfo{Agent: handle, CreatedAt: e.CreatedAt, Failing: e.Failing, FailingSince: e.FailingSince,
 		LastSuccessAt: e.LastSuccessAt, LastError: e.LastError}, nil
 }
 
@@ -295,7 +278,7 @@ func (a *App) Chorus(ctx context.Context, handle string) (ChorusInfo, error) {
 const MaxChorusDeliveriesListed = 500
 
 // ChorusDeliveries lists handle's most recent delivery records.
-func (a *App) ChorusDeliveries(ctx context.Context, handle string, limit int) ([]store.ChorusDelivery, error) {
+func (a *App) ChorusDeliveries(ctx context.Context, handle string, limit int) ([]protocol.ChorusDelivery, error) {
 	if err := checkHandle(handle); err != nil {
 		return nil, err
 	}
@@ -305,7 +288,17 @@ func (a *App) ChorusDeliveries(ctx context.Context, handle string, limit int) ([
 	if _, err := a.st.ChorusEndpoint(ctx, handle); err != nil {
 		return nil, err
 	}
-	return a.st.ChorusDeliveries(ctx, handle, limit)
+	ds, err := a.st.ChorusDeliveries(ctx, handle, limit)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]protocol.ChorusDelivery, len(ds)) // never nil: an empty list is []
+	for i, d := range ds {
+		out[i] = protocol.ChorusDelivery{ID: d.ID, Handle: d.Handle, SessionID: d.SessionID, Sequence: d.Sequence, EventType: d.EventType,
+			State: d.State, Attempts: d.Attempts, NextAttemptAt: d.NextAttemptAt, LastAttemptAt: d.LastAttemptAt, LastStatus: d.LastStatus,
+			LastError: d.LastError, AgentStatus: d.AgentStatus, AgentError: d.AgentError, CreatedAt: d.CreatedAt, FinishedAt: d.FinishedAt}
+	}
+	return out, nil
 }
 
 // RedeliverChorus queues one of handle's deliveries again, due now, with
@@ -325,30 +318,21 @@ func (a *App) RedeliverChorus(ctx context.Context, handle, id string) error {
 	return nil
 }
 
-// ChorusTarget is an endpoint unsealed for one delivery attempt.
-type ChorusTarget struct {
-	URL    string // the connection string: never log it
-	Secret string // whsec_...
-}
-
-// LogValue keeps a target out of logs whatever logs it.
-func (ChorusTarget) LogValue() slog.Value { return slog.StringValue("[redacted]") }
-
-// ChorusTarget unseals handle's endpoint for the delivery worker.
-func (a *App) ChorusTarget(ctx context.Context, handle string) (ChorusTarget, error) {
+// chorusTarget unseals handle's endpoint for a delivery attempt.
+func (a *App) chorusTarget(ctx context.Context, handle string) (chorus.Target, error) {
 	e, err := a.st.ChorusEndpoint(ctx, handle)
 	if err != nil {
-		return ChorusTarget{}, err
+		return chorus.Target{}, err
 	}
 	u, err := a.unseal(e.URLSealed)
 	if err != nil {
-		return ChorusTarget{}, err
+		return chorus.Target{}, err
 	}
 	s, err := a.unseal(e.SecretSealed)
 	if err != nil {
-		return ChorusTarget{}, err
+		return chorus.Target{}, err
 	}
-	return ChorusTarget{URL: u, Secret: s}, nil
+	return chorus.Target{URL: u, Secret: s}, nil
 }
 
 // chorusTokenHash is the SHA-256 under which callback tokens are stored.
@@ -357,9 +341,9 @@ func chorusTokenHash(token string) []byte {
 	return h[:]
 }
 
-// IssueChorusCallback creates a fresh callback URL for one delivery of a
+// issueChorusCallback creates a fresh callback URL for one delivery of a
 // session to handle: 256 random bits, stored only as their SHA-256.
-func (a *App) IssueChorusCallback(ctx context.Context, handle, sessionID, deliveryID string) (string, error) {
+func (a *App) issueChorusCallback(ctx context.Context, handle, sessionID, deliveryID string) (string, error) {
 	raw := make([]byte, 32)
 	if _, err := rand.Read(raw); err != nil {
 		return "", err
@@ -372,10 +356,10 @@ func (a *App) IssueChorusCallback(ctx context.Context, handle, sessionID, delive
 	return strings.TrimRight(a.cfg.Chorus.PublicURL, "/") + "/chorus/callback/" + tok, nil
 }
 
-// ChorusMCP returns the /mcp URL and a short-lived token for handle. A
+// chorusMCP returns the /mcp URL and a short-lived token for handle. A
 // token is handed out while more than half its lifetime is left, so a busy
 // agent costs one token write per half lifetime, not one per delivery.
-func (a *App) ChorusMCP(ctx context.Context, handle string) (string, string, error) {
+func (a *App) chorusMCP(ctx context.Context, handle string) (string, string, error) {
 	mcpURL := strings.TrimRight(a.cfg.Chorus.PublicURL, "/") + "/mcp"
 	a.chorus.mu.Lock()
 	t, ok := a.chorus.mcp[handle]
@@ -443,9 +427,9 @@ func (a *App) chorusPresence(ctx context.Context, h string, online bool) {
 	presence{a}.Offline(ctx, h)
 }
 
-// ChorusFailing marks handle's endpoint failing: it counts as offline from
+// chorusFailing marks handle's endpoint failing: it counts as offline from
 // now (session.disconnected, then the grace window).
-func (a *App) ChorusFailing(ctx context.Context, handle string) {
+func (a *App) chorusFailing(ctx context.Context, handle string) {
 	changed, err := a.st.MarkChorusFailing(ctx, handle)
 	if err != nil {
 		a.log.Error("chorus: marking the endpoint failing failed", "agent", handle, "err", err)
@@ -457,9 +441,9 @@ func (a *App) ChorusFailing(ctx context.Context, handle string) {
 	}
 }
 
-// ChorusRecovered brings a failing endpoint's agent back online after a
+// chorusRecovered brings a failing endpoint's agent back online after a
 // successful delivery.
-func (a *App) ChorusRecovered(ctx context.Context, handle string) {
+func (a *App) chorusRecovered(ctx context.Context, handle string) {
 	a.log.Info("chorus endpoint recovered", "agent", handle)
 	a.chorusPresence(ctx, handle, true)
 }
@@ -490,27 +474,6 @@ func (a *App) recoverChorusPresence(ctx context.Context) error {
 	return nil
 }
 
-// ChorusCallbackRequest is one callback POST (Chorus §3). Which fields are
-// allowed depends on Type.
-type ChorusCallbackRequest struct {
-	Type    string          `json:"type"`
-	Content json.RawMessage `json:"content,omitempty"` // message, tool_result
-	ID      string          `json:"id,omitempty"`      // tool_call, tool_result; optional on message
-	Name    string          `json:"name,omitempty"`    // tool_call
-	Args    json.RawMessage `json:"args,omitempty"`    // tool_call
-	Status  string          `json:"status,omitempty"`  // status
-	Message string          `json:"message,omitempty"` // error
-	Code    string          `json:"code,omitempty"`    // error
-}
-
-// ChorusCallbackResponse answers a callback: the session event it became,
-// if any.
-type ChorusCallbackResponse struct {
-	OK        bool   `json:"ok"`
-	MessageID string `json:"message_id,omitempty"`
-	Sequence  int64  `json:"sequence,omitempty"`
-}
-
 // ChorusCallback handles a POST to a callback URL. An unknown or expired
 // token is the plain 404 of an unknown route. message, tool_call and
 // tool_result become session.message events from the agent, through
@@ -518,8 +481,8 @@ type ChorusCallbackResponse struct {
 // callback URL and position (the callback's id, or else its content);
 // status and error are not session events: they go to the delivery record,
 // the logs and the metrics.
-func (a *App) ChorusCallback(ctx context.Context, token string, req ChorusCallbackRequest) (ChorusCallbackResponse, error) {
-	var none ChorusCallbackResponse
+func (a *App) ChorusCallback(ctx context.Context, token string, req protocol.ChorusCallbackRequest) (protocol.ChorusCallbackResponse, error) {
+	var none protocol.ChorusCallbackResponse
 	if token == "" || len(token) > 64 {
 		return none, protocol.NotFound()
 	}
@@ -581,11 +544,11 @@ func (a *App) ChorusCallback(ctx context.Context, token string, req ChorusCallba
 	if err != nil {
 		return none, err
 	}
-	return ChorusCallbackResponse{OK: true, MessageID: resp.MessageID, Sequence: resp.Sequence}, nil
+	return protocol.ChorusCallbackResponse{OK: true, MessageID: resp.MessageID, Sequence: resp.Sequence}, nil
 }
 
 // onlyFields refuses members that do not belong to the callback's type.
-func onlyFields(req ChorusCallbackRequest, allowed ...string) error {
+func onlyFields(req protocol.ChorusCallbackRequest, allowed ...string) error {
 	set := map[string]bool{"content": len(req.Content) > 0, "id": req.ID != "", "name": req.Name != "", "args": len(req.Args) > 0,
 		"status": req.Status != "", "message": req.Message != "", "code": req.Code != ""}
 	for _, f := range allowed {
@@ -613,22 +576,22 @@ func dataContent(data map[string]any) (json.RawMessage, error) {
 	return json.Marshal([]any{map[string]any{"type": "data", "data": data}})
 }
 
-func (a *App) chorusSignal(ctx context.Context, cb store.ChorusCallback, req ChorusCallbackRequest) (ChorusCallbackResponse, error) {
+func (a *App) chorusSignal(ctx context.Context, cb store.ChorusCallback, req protocol.ChorusCallbackRequest) (protocol.ChorusCallbackResponse, error) {
 	var text string
 	if req.Type == "status" {
 		if err := onlyFields(req, "status"); err != nil {
-			return ChorusCallbackResponse{}, err
+			return protocol.ChorusCallbackResponse{}, err
 		}
 		if req.Status == "" {
-			return ChorusCallbackResponse{}, protocol.Invalid("status is required")
+			return protocol.ChorusCallbackResponse{}, protocol.Invalid("status is required")
 		}
 		text = req.Status
 	} else {
 		if err := onlyFields(req, "message", "code"); err != nil {
-			return ChorusCallbackResponse{}, err
+			return protocol.ChorusCallbackResponse{}, err
 		}
 		if req.Message == "" {
-			return ChorusCallbackResponse{}, protocol.Invalid("message is required")
+			return protocol.ChorusCallbackResponse{}, protocol.Invalid("message is required")
 		}
 		text = req.Message
 		if req.Code != "" {
@@ -636,21 +599,20 @@ func (a *App) chorusSignal(ctx context.Context, cb store.ChorusCallback, req Cho
 		}
 	}
 	if len(text) > maxSignalBytes {
-		return ChorusCallbackResponse{}, protocol.Invalid("the %s text is longer than %d bytes", req.Type, maxSignalBytes)
+		return protocol.ChorusCallbackResponse{}, protocol.Invalid("the %s text is longer than %d bytes", req.Type, maxSignalBytes)
 	}
 	status, errText := text, ""
 	if req.Type == "error" {
 		status, errText = "", text
 	}
 	if err := a.st.SetChorusAgentSignal(ctx, cb.DeliveryID, status, errText); err != nil {
-		return ChorusCallbackResponse{}, err
+		return protocol.ChorusCallbackResponse{}, err
 	}
 	a.log.Info("chorus agent signal", "agent", cb.Handle, "session", cb.SessionID, "delivery", cb.DeliveryID, "type", req.Type, "text", text)
-	a.chorus.mu.Lock()
-	signal := a.chorus.signal
-	a.chorus.mu.Unlock()
-	if signal != nil {
-		signal(cb.Handle, req.Type, text)
+	if req.Type == "status" {
+		a.chorus.statusSignals.Add(1)
+	} else {
+		a.chorus.errorSignals.Add(1)
 	}
-	return ChorusCallbackResponse{OK: true}, nil
+	return protocol.ChorusCallbackResponse{OK: true}, nil
 }

@@ -22,7 +22,7 @@ func withChorus(c *Config) {
 func TestChorusOffWithoutKey(t *testing.T) {
 	forEach(t, nil, func(t *testing.T, a *App) {
 		mkAgent(t, a, "@own.bot")
-		_, err := a.SetChorus(ctx, "@own.bot", ChorusRequest{ConnectionString: "https://x.test/in"})
+		_, err := a.SetChorus(ctx, "@own.bot", protocol.ChorusRequest{ConnectionString: "https://x.test/in"})
 		wantCode(t, err, http.StatusServiceUnavailable, protocol.CodeUnavailable)
 	})
 }
@@ -31,34 +31,34 @@ func TestChorusRegistrationRules(t *testing.T) {
 	forEach(t, withChorus, func(t *testing.T, a *App) {
 		mkAgent(t, a, "@own.bot")
 		for _, bad := range []string{"", "ftp://x.test/sk_leak", "/relative/sk_leak", "https://x.test/in#sk_leak", "https:///sk_leak", "https://x.test/" + strings.Repeat("k", MaxConnectionStringBytes)} {
-			_, err := a.SetChorus(ctx, "@own.bot", ChorusRequest{ConnectionString: bad})
+			_, err := a.SetChorus(ctx, "@own.bot", protocol.ChorusRequest{ConnectionString: bad})
 			wantCode(t, err, http.StatusBadRequest, protocol.CodeInvalidRequest)
 			if strings.Contains(err.Error(), "sk_leak") {
 				t.Fatalf("an error quotes the connection string: %v", err)
 			}
 		}
-		_, err := a.SetChorus(ctx, "@no.body", ChorusRequest{ConnectionString: "https://x.test/in"})
+		_, err := a.SetChorus(ctx, "@no.body", protocol.ChorusRequest{ConnectionString: "https://x.test/in"})
 		wantCode(t, Answer(err), http.StatusNotFound, protocol.CodeNotFound)
 
-		reg, err := a.SetChorus(ctx, "@own.bot", ChorusRequest{ConnectionString: "https://x.test/in/sk_1"})
+		reg, err := a.SetChorus(ctx, "@own.bot", protocol.ChorusRequest{ConnectionString: "https://x.test/in/sk_1"})
 		if err != nil || reg.Rotated || !strings.HasPrefix(reg.SigningSecret, "whsec_") {
 			t.Fatalf("registration: %+v %v", reg, err)
 		}
-		tg, err := a.ChorusTarget(ctx, "@own.bot")
+		tg, err := a.chorusTarget(ctx, "@own.bot")
 		if err != nil || tg.URL != "https://x.test/in/sk_1" || tg.Secret != reg.SigningSecret {
 			t.Fatalf("unsealed target: %v", err)
 		}
-		reg2, err := a.SetChorus(ctx, "@own.bot", ChorusRequest{ConnectionString: "https://y.test/in/sk_2"})
+		reg2, err := a.SetChorus(ctx, "@own.bot", protocol.ChorusRequest{ConnectionString: "https://y.test/in/sk_2"})
 		if err != nil || !reg2.Rotated || reg2.SigningSecret == reg.SigningSecret {
 			t.Fatalf("rotation: %+v %v", reg2, err)
 		}
-		if tg, _ := a.ChorusTarget(ctx, "@own.bot"); tg.URL != "https://y.test/in/sk_2" {
+		if tg, _ := a.chorusTarget(ctx, "@own.bot"); tg.URL != "https://y.test/in/sk_2" {
 			t.Fatalf("rotation kept the old URL")
 		}
 		if err := a.DeleteChorus(ctx, "@own.bot"); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := a.ChorusTarget(ctx, "@own.bot"); !errors.Is(err, store.ErrNotFound) {
+		if _, err := a.chorusTarget(ctx, "@own.bot"); !errors.Is(err, store.ErrNotFound) {
 			t.Fatalf("target after removal: %v", err)
 		}
 	})
@@ -68,7 +68,7 @@ func TestChorusCallbackRules(t *testing.T) {
 	forEach(t, withChorus, func(t *testing.T, a *App) {
 		mkAgent(t, a, "@own.human")
 		mkAgent(t, a, "@own.bot")
-		if _, err := a.SetChorus(ctx, "@own.bot", ChorusRequest{ConnectionString: "https://x.test/in"}); err != nil {
+		if _, err := a.SetChorus(ctx, "@own.bot", protocol.ChorusRequest{ConnectionString: "https://x.test/in"}); err != nil {
 			t.Fatal(err)
 		}
 		cs, err := a.CreateSession(ctx, "@own.human", protocol.CreateSessionRequest{Invite: []string{"@own.bot"}})
@@ -76,37 +76,37 @@ func TestChorusCallbackRules(t *testing.T) {
 			t.Fatal(err)
 		}
 		sid := cs.SessionID
-		cbURL, err := a.IssueChorusCallback(ctx, "@own.bot", sid, "msg_x")
+		cbURL, err := a.issueChorusCallback(ctx, "@own.bot", sid, "msg_x")
 		if err != nil || !strings.HasPrefix(cbURL, "http://aspd.test/chorus/callback/") {
 			t.Fatalf("callback URL %q %v", cbURL, err)
 		}
 		tok := cbURL[strings.LastIndex(cbURL, "/")+1:]
 
 		// Not joined yet: the message is refused as REST would refuse it.
-		_, err = a.ChorusCallback(ctx, tok, ChorusCallbackRequest{Type: "message", Content: content("early")})
+		_, err = a.ChorusCallback(ctx, tok, protocol.ChorusCallbackRequest{Type: "message", Content: content("early")})
 		if pe := Answer(err); pe.Status != http.StatusConflict {
 			t.Fatalf("message before joining: %v", err)
 		}
 		if err := a.Join(ctx, "@own.bot", sid); err != nil {
 			t.Fatal(err)
 		}
-		r1, err := a.ChorusCallback(ctx, tok, ChorusCallbackRequest{Type: "message", Content: content("hello")})
+		r1, err := a.ChorusCallback(ctx, tok, protocol.ChorusCallbackRequest{Type: "message", Content: content("hello")})
 		if err != nil || r1.MessageID == "" {
 			t.Fatalf("message: %+v %v", r1, err)
 		}
-		r2, err := a.ChorusCallback(ctx, tok, ChorusCallbackRequest{Type: "message", Content: content("hello")})
+		r2, err := a.ChorusCallback(ctx, tok, protocol.ChorusCallbackRequest{Type: "message", Content: content("hello")})
 		if err != nil || r2 != r1 {
 			t.Fatalf("retried message: %+v, first %+v, %v", r2, r1, err)
 		}
-		r3, err := a.ChorusCallback(ctx, tok, ChorusCallbackRequest{Type: "message", Content: content("hello"), ID: "second"})
+		r3, err := a.ChorusCallback(ctx, tok, protocol.ChorusCallbackRequest{Type: "message", Content: content("hello"), ID: "second"})
 		if err != nil || r3.MessageID == r1.MessageID {
 			t.Fatalf("a message with its own id: %+v %v", r3, err)
 		}
-		tc, err := a.ChorusCallback(ctx, tok, ChorusCallbackRequest{Type: "tool_call", ID: "tc_1", Name: "search", Args: []byte(`{"q":"x"}`)})
+		tc, err := a.ChorusCallback(ctx, tok, protocol.ChorusCallbackRequest{Type: "tool_call", ID: "tc_1", Name: "search", Args: []byte(`{"q":"x"}`)})
 		if err != nil || tc.Sequence <= r3.Sequence {
 			t.Fatalf("tool_call: %+v %v", tc, err)
 		}
-		for _, bad := range []ChorusCallbackRequest{
+		for _, bad := range []protocol.ChorusCallbackRequest{
 			{Type: "tool_call", ID: "tc_2"},
 			{Type: "tool_call", Name: "n", Args: []byte(`[1]`)},
 			{Type: "tool_result", ID: "tc_1"},
@@ -125,10 +125,10 @@ func TestChorusCallbackRules(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := a.ChorusCallback(ctx, tok, ChorusCallbackRequest{Type: "status", Status: "thinking"}); err != nil {
+		if _, err := a.ChorusCallback(ctx, tok, protocol.ChorusCallbackRequest{Type: "status", Status: "thinking"}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := a.ChorusCallback(ctx, tok, ChorusCallbackRequest{Type: "error", Message: "tool broke", Code: "tool_error"}); err != nil {
+		if _, err := a.ChorusCallback(ctx, tok, protocol.ChorusCallbackRequest{Type: "error", Message: "tool broke", Code: "tool_error"}); err != nil {
 			t.Fatal(err)
 		}
 		after, _ := a.Events(ctx, "@own.human", sid, Page{Limit: 100})
@@ -140,7 +140,7 @@ func TestChorusCallbackRules(t *testing.T) {
 			last = "B"
 		}
 		for _, forged := range []string{"", tok[:len(tok)-1] + last, strings.Repeat("A", 43), strings.Repeat("A", 200)} {
-			if _, err := a.ChorusCallback(ctx, forged, ChorusCallbackRequest{Type: "message", Content: content("x")}); Answer(err).Status != http.StatusNotFound {
+			if _, err := a.ChorusCallback(ctx, forged, protocol.ChorusCallbackRequest{Type: "message", Content: content("x")}); Answer(err).Status != http.StatusNotFound {
 				t.Fatalf("forged callback %q: %v", forged, err)
 			}
 		}
@@ -150,14 +150,14 @@ func TestChorusCallbackRules(t *testing.T) {
 func TestChorusMCPToken(t *testing.T) {
 	forEach(t, withChorus, func(t *testing.T, a *App) {
 		mkAgent(t, a, "@own.bot")
-		url, tok, err := a.ChorusMCP(ctx, "@own.bot")
+		url, tok, err := a.chorusMCP(ctx, "@own.bot")
 		if err != nil || url != "http://aspd.test/mcp" || !strings.HasPrefix(tok, "aspm_") {
 			t.Fatalf("ChorusMCP: %q %q %v", url, tok, err)
 		}
 		if h, err := a.Authenticate(ctx, tok); err != nil || h != "@own.bot" {
 			t.Fatalf("Authenticate(mcp token): %q %v", h, err)
 		}
-		if _, again, _ := a.ChorusMCP(ctx, "@own.bot"); again != tok {
+		if _, again, _ := a.chorusMCP(ctx, "@own.bot"); again != tok {
 			t.Fatalf("a fresh token was issued while the first had most of its life")
 		}
 		if _, err := a.RotateToken(ctx, "@own.bot"); err != nil {
@@ -166,7 +166,7 @@ func TestChorusMCPToken(t *testing.T) {
 		if _, err := a.Authenticate(ctx, tok); err == nil {
 			t.Fatalf("the MCP token survived the agent's token rotation")
 		}
-		if _, fresh, _ := a.ChorusMCP(ctx, "@own.bot"); fresh == tok {
+		if _, fresh, _ := a.chorusMCP(ctx, "@own.bot"); fresh == tok {
 			t.Fatalf("a revoked MCP token was handed out again")
 		}
 	})
@@ -198,7 +198,7 @@ func TestChorusWakeOnlyForWebhookAgents(t *testing.T) {
 		if woken() {
 			t.Fatal("a commit with no webhook recipient woke the worker")
 		}
-		if _, err := a.SetChorus(ctx, "@own.bot", ChorusRequest{ConnectionString: "https://x.test/in/sk_1"}); err != nil {
+		if _, err := a.SetChorus(ctx, "@own.bot", protocol.ChorusRequest{ConnectionString: "https://x.test/in/sk_1"}); err != nil {
 			t.Fatal(err)
 		}
 		woken() // the registration's own wake-up
@@ -217,7 +217,7 @@ func TestChorusWakeOnlyForWebhookAgents(t *testing.T) {
 		if woken() {
 			t.Fatal("the set without @own.bot still woke the worker")
 		}
-		if err := a.ReloadChorusHandles(ctx); err != nil {
+		if err := a.reloadChorusHandles(ctx); err != nil {
 			t.Fatal(err)
 		}
 		invite("@own.bot")

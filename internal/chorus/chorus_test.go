@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aspd/aspd/store"
+	"github.com/aspd/aspd/protocol"
 )
 
 func TestRenderContent(t *testing.T) {
@@ -73,16 +73,16 @@ func TestScheduleAndRetry(t *testing.T) {
 	}
 	w := &Worker{cfg: Config{Schedule: []time.Duration{10 * time.Second, time.Hour}}}
 	before := time.Now()
-	o := w.retry(store.ChorusDelivery{Attempts: 0}, 500, "HTTP 500", 0)
+	o := w.retry(Delivery{Attempts: 0}, 500, "HTTP 500", 0)
 	next := time.UnixMilli(o.NextAttempt)
-	if o.State != store.ChorusPending || next.Before(before.Add(8*time.Second)) || next.After(time.Now().Add(12*time.Second)) {
+	if o.State != protocol.ChorusPending || next.Before(before.Add(8*time.Second)) || next.After(time.Now().Add(12*time.Second)) {
 		t.Fatalf("first retry %+v (in %v)", o, next.Sub(before))
 	}
-	o = w.retry(store.ChorusDelivery{Attempts: 1}, 429, "HTTP 429", 3*time.Second)
+	o = w.retry(Delivery{Attempts: 1}, 429, "HTTP 429", 3*time.Second)
 	if next := time.UnixMilli(o.NextAttempt); next.After(time.Now().Add(4 * time.Second)) {
 		t.Fatalf("Retry-After not honoured: %+v", o)
 	}
-	if o = w.retry(store.ChorusDelivery{Attempts: 2}, 500, "HTTP 500", 0); o.State != store.ChorusFailed || !strings.Contains(o.Error, "exhausted") {
+	if o = w.retry(Delivery{Attempts: 2}, 500, "HTTP 500", 0); o.State != protocol.ChorusFailed || !strings.Contains(o.Error, "exhausted") {
 		t.Fatalf("spent schedule: %+v", o)
 	}
 	if retryAfter("7") != 7*time.Second || retryAfter("soon") != 0 || retryAfter("") != 0 {

@@ -2,9 +2,11 @@
 // Chorus channel protocol (docs/chorus.md): a durable outbox in the store,
 // worked by a Worker that renders each event as a Chorus payload, signs it
 // by Standard Webhooks, POSTs it through an SSRF-guarded client and retries
-// on a backoff schedule. Registration, callbacks and the credentials a
-// delivery hands out are rules of the application layer (internal/app,
-// chorus.go); this package calls them.
+// on a backoff schedule. The worker reaches the rest of aspd through one
+// door, the App interface (door.go), which *app.App satisfies: the rules
+// (what is queued for whom, registration, callbacks, the credentials a
+// delivery hands out, presence) and the store are the application
+// layer's (internal/app, chorus.go and chorus_outbox.go).
 package chorus
 
 import (
@@ -27,9 +29,7 @@ import (
 
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
-	"github.com/aspd/aspd/internal/app"
-	"github.com/aspd/aspd/internal/visibility"
-	"github.com/aspd/aspd/store"
+	"github.com/aspd/aspd/protocol"
 )
 
 // Config configures delivery.
@@ -83,8 +83,7 @@ func ParseSchedule(s string) ([]time.Duration, error) {
 // Worker works the outbox of one node.
 type Worker struct {
 	cfg    Config
-	app    *app.App
-	st     *store.Store
+	app    App
 	log    *slog.Logger
 	client *http.Client
 	node   string // this node's name, the prefix of its leases
@@ -94,23 +93,23 @@ type Worker struct {
 	kick chan struct{}
 	sem  chan struct{}
 
-	mu       sync.Mutex
-	inflight map[string]map[uint64]context.CancelFunc // handle -> attempt -> cancel
-	next     uint64
+	// abort cuts short every attempt in flight: Close, once its grace
+	// period is over.
+	aborted context.Context
+	abort   context.CancelFunc
 
 	stop chan struct{}
 	wg   sync.WaitGroup
 }
 
-// New builds the worker; Start runs it.
-func New(cfg Config, a *app.App, log *slog.Logger) *Worker {
+// New builds the worker over the application a; Start runs it.
+func New(cfg Config, a App, log *slog.Logger) *Worker {
 	b := make([]byte, 8)
 	_, _ = rand.Read(b)
-	w := &Worker{cfg: cfg, app: a, st: a.Store(), log: log, client: newClient(cfg), node: hex.EncodeToString(b),
-		kick: make(chan struct{}, 1), sem: make(chan struct{}, max(cfg.Concurrency, 1)),
-		inflight: map[string]map[uint64]context.CancelFunc{}, stop: make(chan struct{})}
+	w := &Worker{cfg: cfg, app: a, log: log, client: newClient(cfg), node: hex.EncodeToString(b),
+		kick: make(chan struct{}, 1), sem: make(chan struct{}, max(cfg.Concurrency, 1)), stop: make(chan struct{})}
+	w.aborted, w.abort = context.WithCancel(context.Background())
 	w.m = newMetrics(w)
-	a.SetChorusHooks(w.cancel, w.m.signal)
 	return w
 }
 
@@ -129,30 +128,15 @@ func (w *Worker) Close() {
 	go func() { w.wg.Wait(); close(done) }()
 	select {
 	case <-done:
-		return
 	case <-time.After(closeGrace):
+		w.abort()
+		<-done
 	}
-	w.mu.Lock()
-	for _, m := range w.inflight {
-		for _, cancel := range m {
-			cancel()
-		}
-	}
-	w.mu.Unlock()
-	<-done
+	w.abort() // releases the context
 }
 
 // closeGrace is how long Close waits for attempts in flight.
 const closeGrace = 3 * time.Second
-
-// cancel aborts this node's attempts to handle's endpoint.
-func (w *Worker) cancel(handle string) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for _, c := range w.inflight[handle] {
-		c()
-	}
-}
 
 func (w *Worker) poke() {
 	select {
@@ -161,6 +145,10 @@ func (w *Worker) poke() {
 	}
 }
 
+// loop runs rounds: queue what became eligible, claim what is due and
+// start it, and now and then prune. A round starts when a commit wakes the
+// worker, when an attempt finishes (it may free a session's next event),
+// and at every poll.
 func (w *Worker) loop() {
 	defer w.wg.Done()
 	t := time.NewTimer(0)
@@ -188,25 +176,16 @@ func (w *Worker) loop() {
 			// set that decides which commits wake this worker), for
 			// registrations made through other nodes.
 			rctx, rcancel := context.WithTimeout(context.Background(), 10*time.Second)
-			if err := w.app.ReloadChorusHandles(rctx); err != nil {
-				app.LogFailure(w.log, "chorus: reading the registered agents failed", err)
-			}
+			w.app.ReloadChorusHandles(rctx)
 			rcancel()
 		}
 		lastRound = time.Now()
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		if err := w.enqueue(ctx); err != nil {
-			app.LogFailure(w.log, "chorus: enqueue failed", err)
-		}
-		full, err := w.dispatch(ctx)
-		if err != nil {
-			app.LogFailure(w.log, "chorus: claiming deliveries failed", err)
-		}
+		w.app.QueueChorus(ctx, w.cfg.BatchSize)
+		full := w.dispatch(ctx)
 		if time.Since(lastPrune) > time.Minute {
 			lastPrune = time.Now()
-			if err := w.st.PruneChorus(ctx, time.Now().Add(-w.cfg.Retention).UnixMilli()); err != nil {
-				app.LogFailure(w.log, "chorus: prune failed", err)
-			}
+			w.app.PruneChorus(ctx, time.Now().Add(-w.cfg.Retention))
 		}
 		cancel()
 		if full {
@@ -227,97 +206,16 @@ func DeliveryID(handle, sessionID string, seq int64) string {
 	return "msg_" + hex.EncodeToString(h[:16])
 }
 
-// enqueue examines the (agent, session) pairs with events past their
-// Chorus cursor and no delivery pending, and queues each one's next
-// eligible event: the walk of WebSocket delivery (visibility.Walk: the
-// agent's view, the pass restarted at 1 by the agent's own join so that the
-// transcript reaches a joiner), minus the events the agent caused
-// itself (SelfCaused). One read for the batch of candidates, one write
-// transaction for the outcome.
-func (w *Worker) enqueue(ctx context.Context) error {
-	cands, err := w.st.ChorusCandidates(ctx, w.cfg.BatchSize)
-	if err != nil || len(cands) == 0 {
-		return err
-	}
-	out := make([]store.ChorusEnqueue, 0, len(cands))
-	for _, c := range cands {
-		e, err := w.examine(ctx, c)
-		if err != nil {
-			return err
-		}
-		out = append(out, e)
-	}
-	return w.st.ChorusEnqueueBatch(ctx, out)
-}
-
-func (w *Worker) examine(ctx context.Context, c store.ChorusCandidate) (store.ChorusEnqueue, error) {
-	h := c.View.Handle
-	res := store.ChorusEnqueue{Handle: h, SessionID: c.SessionID, Cursor: c.Cursor, ResetAt: c.ResetAt}
-	walk := visibility.NewWalk(c.View, c.Cursor, c.ResetAt)
-	var seen map[int64]bool // rows that exist, in a pass restarted by a join
-	for res.Cursor < c.LastSeq {
-		if res.Cursor < walk.ResetAt && seen == nil {
-			var err error
-			if seen, err = w.st.ChorusDeliveredSeqs(ctx, h, c.SessionID, 0, walk.ResetAt); err != nil {
-				return res, err
-			}
-		}
-		batch, err := w.st.EventsAfter(ctx, c.SessionID, res.Cursor, 64)
-		if err != nil {
-			return res, err
-		}
-		if len(batch) == 0 {
-			break
-		}
-		restarted := false
-		for i := range batch {
-			e := &batch[i]
-			if e.Sequence > c.LastSeq {
-				return res, nil
-			}
-			m := e.Meta()
-			step := walk.Step(&m)
-			res.ResetAt = walk.ResetAt // stored with the cursor: a later pass resumed below it does not restart
-			if step == visibility.Restart {
-				// The join makes the transcript visible: start again at 1.
-				res.Cursor, restarted = 0, true
-				break
-			}
-			if step == visibility.Show && !seen[e.Sequence] && !SelfCaused(e.Body, h) {
-				res.Next = &store.ChorusDelivery{ID: DeliveryID(h, c.SessionID, e.Sequence), Handle: h, SessionID: c.SessionID,
-					Sequence: e.Sequence, EventType: e.Type}
-				return res, nil
-			}
-			res.Cursor = e.Sequence
-		}
-		if restarted {
-			seen = nil
-			continue
-		}
-		if batch[len(batch)-1].Sequence >= c.LastSeq {
-			break
-		}
-	}
-	return res, nil
-}
-
 // dispatch claims due deliveries, as many as there are free attempt slots,
 // and starts them. It reports whether the claim was full (more may be due).
-func (w *Worker) dispatch(ctx context.Context) (bool, error) {
+func (w *Worker) dispatch(ctx context.Context) bool {
 	free := cap(w.sem) - len(w.sem)
 	if free <= 0 {
-		return false, nil
+		return false
 	}
 	limit := min(free, w.cfg.BatchSize)
-	if due, err := w.st.ChorusDue(ctx); err != nil || !due {
-		return false, err
-	}
-	lease := time.Now().Add(w.cfg.Timeout + 30*time.Second).UnixMilli()
 	w.claims++
-	ds, err := w.st.ClaimChorusDeliveries(ctx, w.node+"/"+strconv.FormatUint(w.claims, 10), lease, limit)
-	if err != nil {
-		return false, err
-	}
+	ds := w.app.ClaimChorus(ctx, w.node+"/"+strconv.FormatUint(w.claims, 10), time.Now().Add(w.cfg.Timeout+30*time.Second), limit)
 	for _, d := range ds {
 		w.sem <- struct{}{}
 		w.wg.Add(1)
@@ -328,33 +226,32 @@ func (w *Worker) dispatch(ctx context.Context) (bool, error) {
 			w.poke() // the session's next event may be ready
 		}()
 	}
-	return len(ds) == limit, nil
+	return len(ds) == limit
 }
 
-// attempt makes one delivery attempt and records its outcome.
-func (w *Worker) attempt(d store.ChorusDelivery) {
-	ctx, cancel := context.WithCancel(context.Background())
+// attempt makes one delivery attempt and records its outcome: prepare
+// (the application), send (here), record (the application).
+func (w *Worker) attempt(d Delivery) {
+	ctx, cancel := context.WithCancel(w.aborted)
 	defer cancel()
-	w.mu.Lock()
-	w.next++
-	id := w.next
-	if w.inflight[d.Handle] == nil {
-		w.inflight[d.Handle] = map[uint64]context.CancelFunc{}
-	}
-	w.inflight[d.Handle][id] = cancel
-	w.mu.Unlock()
-	defer func() {
-		w.mu.Lock()
-		delete(w.inflight[d.Handle], id)
-		if len(w.inflight[d.Handle]) == 0 {
-			delete(w.inflight, d.Handle)
-		}
-		w.mu.Unlock()
-	}()
-
-	out, skip := w.try(ctx, d)
-	if skip {
-		return
+	var out Outcome
+	a, err := w.app.PrepareChorus(ctx, d)
+	switch {
+	case errors.Is(err, ErrNoEndpoint):
+		return // removed: nothing to attempt, nothing to record
+	case errors.Is(err, ErrGone):
+		out = Outcome{State: protocol.ChorusFailed, Error: err.Error()}
+	case err != nil:
+		out = w.retry(d, 0, err.Error(), 0)
+	default:
+		go func() {
+			select {
+			case <-a.Revoked:
+				cancel() // rotated or removed: the old URL gets nothing more
+			case <-ctx.Done():
+			}
+		}()
+		out = w.send(ctx, d, a)
 	}
 	if ctx.Err() != nil {
 		// Aborted by a rotation or removal, whose transaction already made
@@ -364,9 +261,7 @@ func (w *Worker) attempt(d store.ChorusDelivery) {
 		case <-w.stop:
 			rctx, rcancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer rcancel()
-			if err := w.st.ReleaseChorusLease(rctx, d); err != nil {
-				app.LogFailure(w.log, "chorus: releasing a lease failed", err, "delivery", d.ID)
-			}
+			w.app.ReleaseChorus(rctx, d)
 		default:
 		}
 		return
@@ -374,57 +269,27 @@ func (w *Worker) attempt(d store.ChorusDelivery) {
 	w.m.outcome(out.State)
 	rctx, rcancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer rcancel()
-	failingSince, wasFailing, ok, err := w.st.ChorusAttempted(rctx, d, out)
-	if err != nil {
-		app.LogFailure(w.log, "chorus: recording an attempt failed", err, "agent", d.Handle, "delivery", d.ID)
-		return
-	}
-	if !ok {
-		return
-	}
-	switch {
-	case out.State == store.ChorusDelivered:
-		if wasFailing {
-			w.app.ChorusRecovered(rctx, d.Handle)
-		}
-	default:
-		w.log.Warn("chorus delivery failed", "agent", d.Handle, "delivery", d.ID, "session", d.SessionID, "sequence", d.Sequence,
-			"attempt", d.Attempts+1, "status", out.Status, "error", out.Error, "state", out.State)
-		if !wasFailing && failingSince > 0 && time.Since(time.UnixMilli(failingSince)) >= w.cfg.FailingAfter {
-			w.app.ChorusFailing(rctx, d.Handle)
-		}
-	}
+	w.app.RecordChorus(rctx, d, out, w.cfg.FailingAfter)
 }
 
-// try renders, signs and POSTs one delivery. skip is true when there is
-// nothing to attempt any more (the endpoint was removed).
-func (w *Worker) try(ctx context.Context, d store.ChorusDelivery) (out store.ChorusOutcome, skip bool) {
-	target, err := w.app.ChorusTarget(ctx, d.Handle)
-	if errors.Is(err, store.ErrNotFound) {
-		return out, true
-	}
+// send renders, signs and POSTs one attempt of d.
+func (w *Worker) send(ctx context.Context, d Delivery, a Attempt) Outcome {
+	body, err := w.payload(d, a)
 	if err != nil {
-		return w.retry(d, 0, "cannot read the endpoint: "+err.Error(), 0), false
+		return w.retry(d, 0, err.Error(), 0)
 	}
-	body, err := w.payload(ctx, d)
+	wh, err := standardwebhooks.NewWebhook(a.Target.Secret)
 	if err != nil {
-		if errors.Is(err, errGone) {
-			return store.ChorusOutcome{State: store.ChorusFailed, Error: err.Error()}, false
-		}
-		return w.retry(d, 0, err.Error(), 0), false
-	}
-	wh, err := standardwebhooks.NewWebhook(target.Secret)
-	if err != nil {
-		return store.ChorusOutcome{State: store.ChorusFailed, Error: "signing secret unusable"}, false
+		return Outcome{State: protocol.ChorusFailed, Error: "signing secret unusable"}
 	}
 	now := time.Now()
 	sig, err := wh.Sign(d.ID, now, body)
 	if err != nil {
-		return store.ChorusOutcome{State: store.ChorusFailed, Error: "signing failed"}, false
+		return Outcome{State: protocol.ChorusFailed, Error: "signing failed"}
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target.URL, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, a.Target.URL, bytes.NewReader(body))
 	if err != nil {
-		return store.ChorusOutcome{State: store.ChorusFailed, Error: "the connection string is not a usable URL"}, false
+		return Outcome{State: protocol.ChorusFailed, Error: "the connection string is not a usable URL"}
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", "aspd-chorus/1")
@@ -442,22 +307,22 @@ func (w *Worker) try(ctx context.Context, d store.ChorusDelivery) (out store.Cho
 			err = ue.Err
 		}
 		if refused(err) {
-			return store.ChorusOutcome{State: store.ChorusFailed, Error: "refused by the SSRF guard: " + err.Error()}, false
+			return Outcome{State: protocol.ChorusFailed, Error: "refused by the SSRF guard: " + err.Error()}
 		}
-		return w.retry(d, 0, "request failed: "+err.Error(), 0), false
+		return w.retry(d, 0, "request failed: "+err.Error(), 0)
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, w.cfg.MaxResponseBytes))
 	resp.Body.Close()
 	code := resp.StatusCode
 	switch {
 	case code >= 200 && code < 300:
-		return store.ChorusOutcome{State: store.ChorusDelivered, Status: code}, false
+		return Outcome{State: protocol.ChorusDelivered, Status: code}
 	case code == http.StatusRequestTimeout || code == http.StatusTooManyRequests || code >= 500:
-		return w.retry(d, code, "HTTP "+strconv.Itoa(code), retryAfter(resp.Header.Get("Retry-After"))), false
+		return w.retry(d, code, "HTTP "+strconv.Itoa(code), retryAfter(resp.Header.Get("Retry-After")))
 	case code >= 300 && code < 400:
-		return store.ChorusOutcome{State: store.ChorusFailed, Status: code, Error: "HTTP " + strconv.Itoa(code) + ": redirects are not followed"}, false
+		return Outcome{State: protocol.ChorusFailed, Status: code, Error: "HTTP " + strconv.Itoa(code) + ": redirects are not followed"}
 	default:
-		return store.ChorusOutcome{State: store.ChorusFailed, Status: code, Error: "HTTP " + strconv.Itoa(code) + ": permanent failure"}, false
+		return Outcome{State: protocol.ChorusFailed, Status: code, Error: "HTTP " + strconv.Itoa(code) + ": permanent failure"}
 	}
 }
 
@@ -465,16 +330,16 @@ func (w *Worker) try(ctx context.Context, d store.ChorusDelivery) (out store.Cho
 // schedule is spent. The delay is the schedule's, with ±20% jitter so
 // endpoints that failed together do not retry together, or the endpoint's
 // Retry-After (capped at a day) when it gave one.
-func (w *Worker) retry(d store.ChorusDelivery, status int, why string, after time.Duration) store.ChorusOutcome {
+func (w *Worker) retry(d Delivery, status int, why string, after time.Duration) Outcome {
 	if d.Attempts >= len(w.cfg.Schedule) {
-		return store.ChorusOutcome{State: store.ChorusFailed, Status: status, Error: why + " (retries exhausted)"}
+		return Outcome{State: protocol.ChorusFailed, Status: status, Error: why + " (retries exhausted)"}
 	}
 	delay := w.cfg.Schedule[d.Attempts]
 	delay = time.Duration(float64(delay) * (0.8 + 0.4*mrand.Float64()))
 	if after > 0 {
 		delay = min(after, 24*time.Hour)
 	}
-	return store.ChorusOutcome{State: store.ChorusPending, Status: status, Error: why, NextAttempt: time.Now().Add(delay).UnixMilli()}
+	return Outcome{State: protocol.ChorusPending, Status: status, Error: why, NextAttempt: time.Now().Add(delay).UnixMilli()}
 }
 
 // retryAfter reads a Retry-After header: seconds or an HTTP date.
@@ -491,35 +356,18 @@ func retryAfter(v string) time.Duration {
 	return 0
 }
 
-var errGone = errors.New("the event is no longer in the store")
-
-// payload renders delivery d: the session as channel, the event as
-// message, a fresh callback URL and the MCP configuration.
-func (w *Worker) payload(ctx context.Context, d store.ChorusDelivery) ([]byte, error) {
-	evs, err := w.st.EventsAfter(ctx, d.SessionID, d.Sequence-1, 1)
-	if err != nil {
-		return nil, err
-	}
-	if len(evs) == 0 || evs[0].Sequence != d.Sequence {
-		return nil, errGone
-	}
-	msg, err := render(evs[0].Body, d.Handle)
+// payload renders one attempt of d: the session as channel, the event as
+// message, the attempt's callback URL and the MCP configuration.
+func (w *Worker) payload(d Delivery, a Attempt) ([]byte, error) {
+	msg, err := render(a.Event, d.Handle)
 	if err != nil {
 		return nil, err
 	}
 	ch := Channel{ID: d.SessionID, Service: w.cfg.ServiceName}
-	if s, err := w.st.GetSession(ctx, d.SessionID, d.Handle); err == nil {
+	if s := a.Session; s != nil {
 		ch.Name = s.Topic
 		ch.Context = channelContext(s, d.Handle)
 	}
-	cb, err := w.app.IssueChorusCallback(ctx, d.Handle, d.SessionID, d.ID)
-	if err != nil {
-		return nil, err
-	}
-	mcpURL, tok, err := w.app.ChorusMCP(ctx, d.Handle)
-	if err != nil {
-		return nil, err
-	}
-	return json.Marshal(Payload{Channel: ch, Message: msg, Callback: cb,
-		MCP: &MCPInfo{URL: mcpURL, Headers: map[string]string{"Authorization": "Bearer " + tok}}})
+	return json.Marshal(Payload{Channel: ch, Message: msg, Callback: a.Callback,
+		MCP: &MCPInfo{URL: a.MCPURL, Headers: map[string]string{"Authorization": "Bearer " + a.MCPToken}}})
 }
