@@ -47,7 +47,7 @@ func schema(t testing.TB, loc string) *jsonschema.Schema {
 		c := jsonschema.NewCompiler()
 		c.AssertFormat()
 		for _, name := range []string{"common.json", "events.json", "http.json"} {
-			b, err := os.ReadFile(filepath.Join("testdata", "asp-schemas", name))
+			b, err := os.ReadFile(filepath.Join("..", "protocol", "schemas", name))
 			if err != nil {
 				schemaErr = err
 				return

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"encoding/json"
 	"net/http"
 	"slices"
 
@@ -111,6 +112,10 @@ var routeTable = []route{
 		response: readyzBody{}, status: http.StatusOK,
 		summary: "Readiness: the store can serve (503 store_unavailable while it cannot).",
 		handler: (*Server).readyz},
+	{method: http.MethodGet, path: "/openapi.json", auth: authNone,
+		response: json.RawMessage{}, status: http.StatusOK,
+		summary: "This API's OpenAPI 3.1 description, generated from the route table (openapi.go).",
+		handler: (*Server).openAPI},
 
 	// The agent API (agentapi.go, ws.go, frameapi.go, sse.go, decisionapi.go).
 	{method: http.MethodPost, path: "/sessions", auth: authAgent, admit: app.ActCreateSession,
