@@ -73,11 +73,9 @@ func init() {
 	openAPIDocument = sync.OnceValues(func() ([]byte, error) { return generateOpenAPI(routeTable) })
 }
 
-// openAPI serves the description (GET /openapi.json).
+// openAPI serves the description (GET /openapi.json). Like the health
+// checks it takes no query and ignores one.
 func (s *Server) openAPI(c echo.Context) error {
-	if _, err := query(c); err != nil {
-		return err
-	}
 	doc, err := openAPIDocument()
 	if err != nil {
 		return fmt.Errorf("openapi: %w", err)
@@ -603,11 +601,13 @@ func (g *schemaGen) fields(t reflect.Type, props map[string]any, required *[]str
 	return nil
 }
 
-// componentName is a named type's component name; an instance of a generic
-// type is named after its arguments too (SessionList[Session] is
-// SessionList_Session), as component names cannot hold brackets.
+// componentName is a named type's component name, capitalized; an instance
+// of a generic type is named after its arguments too (SessionList[Session]
+// is SessionList_Session), as component names cannot hold brackets.
 func componentName(t reflect.Type) string {
 	name := t.Name()
+	// Unexported answer types (routes.go) are capitalized like the rest.
+	name = strings.ToUpper(name[:1]) + name[1:]
 	base, args, ok := strings.Cut(name, "[")
 	if !ok {
 		return name
