@@ -114,7 +114,7 @@ func generateOpenAPI(table []route) ([]byte, error) {
 			"version": "1",
 			"description": "aspd, an Agent Session Protocol (ASP) server: the agent API, MCP, the operator API (/admin/v1), " +
 				"Chorus callbacks and the console. Generated from the server's route table; see docs/api.md.",
-			"license": map[string]any{"name": "See the LICENSE file of the aspd repository; the ASP schemas are Apache-2.0"},
+			"license": map[string]any{"name": "Apache-2.0", "identifier": "Apache-2.0"},
 		},
 		"paths": paths,
 		"components": map[string]any{
