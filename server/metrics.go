@@ -26,16 +26,16 @@ type metrics struct {
 	routes map[string]struct{}
 }
 
-// latencyBuckets, in seconds: 0.5ms to 10s. The daemon's send-to-deliver
-// histogram has the same (a test in internal/daemon checks).
-var latencyBuckets = []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}
+// LatencyBuckets, in seconds: 0.5ms to 10s, of the request histogram and of
+// the daemon's send-to-deliver histogram, so that the two compare.
+var LatencyBuckets = []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}
 
 func newMetrics(s *Server, reg *prometheus.Registry) *metrics {
 	m := &metrics{}
 	m.requests = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "aspd_http_request_duration_seconds",
 		Help:    "HTTP requests by method, route pattern and status class (2xx, 4xx, ...): time from the request's arrival to the end of its answer; WebSocket and SSE streams count when they end.",
-		Buckets: latencyBuckets,
+		Buckets: LatencyBuckets,
 	}, []string{"method", "route", "status"})
 	bi := ReadBuild()
 	build := prometheus.NewGauge(prometheus.GaugeOpts{
@@ -54,9 +54,11 @@ func newMetrics(s *Server, reg *prometheus.Registry) *metrics {
 // observeRequest records one finished request. Every label comes from a
 // closed set, never from the request as sent: a client that could choose a
 // label value (an invented method, a random path) would add a series for
-// good with each request, a memory leak that needs no token.
+// good with each request, a memory leak that needs no token. method and
+// route are methodLabel's and routeLabel's, which the access log computed
+// for its line (accesslog.go).
 func (m *metrics) observeRequest(method, route string, status int, d time.Duration) {
-	m.requests.WithLabelValues(method, m.routeLabel(route), statusClass(status)).Observe(d.Seconds())
+	m.requests.WithLabelValues(method, route, statusClass(status)).Observe(d.Seconds())
 }
 
 // setRoutes records the registered route patterns: the only route labels.
