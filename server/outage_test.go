@@ -3,13 +3,11 @@ package server_test
 import (
 	"bytes"
 	"context"
-	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -325,61 +323,19 @@ func TestOutageSQLiteDiskFull(t *testing.T) {
 	wantLoggedOnce(t, logs.String())
 }
 
-// pgAdmin connects to the test server's maintenance database; pgName is a
-// test database's name.
-func pgAdmin(t *testing.T) *sql.DB {
-	t.Helper()
-	db, err := sql.Open("pgx", dbtest.DefaultPostgresURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	return db
-}
-
-func pgName(t *testing.T, u string) string {
-	t.Helper()
-	p, err := url.Parse(u)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return strings.TrimPrefix(p.Path, "/")
-}
-
-// pgTerminate ends the backends of the test's own database, never
-// another's (other tests share the server).
-func pgTerminate(t *testing.T, admin *sql.DB, name string) {
-	t.Helper()
-	if _, err := admin.Exec(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()`, name); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// pgAllow lets the test's database accept connections, or refuse them as
-// a database that is down does.
-func pgAllow(t *testing.T, admin *sql.DB, name string, on bool) {
-	t.Helper()
-	if _, err := admin.Exec(fmt.Sprintf(`ALTER DATABASE %s ALLOW_CONNECTIONS %t`, name, on)); err != nil {
-		t.Fatal(err)
-	}
-	if !on {
-		t.Cleanup(func() { _, _ = admin.Exec(fmt.Sprintf(`ALTER DATABASE %s ALLOW_CONNECTIONS true`, name)) })
-	}
-}
-
 // TestOutagePostgresDown: PostgreSQL refuses aspd's connections (as when it
 // is down or restarting), then accepts them again.
 func TestOutagePostgresDown(t *testing.T) {
 	u := dbtest.Postgres(t)
-	admin, name := pgAdmin(t), pgName(t, u)
+	faults := dbtest.PostgresFaults(t, u)
 	e, logs := newOutageEnv(t, u)
 	alice, bob, sp := setupSession(t, e)
 	carol, dave := e.agent("@acme.carol"), e.agent("@acme.dave")
 	e.must(http.StatusOK, "GET", "/sessions", carol, nil, nil) // carol's token is now cached; dave's is not
 	ws := wsDial(t, e, bob)                                    // open before the outage: stays open
 
-	pgAllow(t, admin, name, false)
-	pgTerminate(t, admin, name)
+	faults.AllowConnections(t, false)
+	faults.Terminate(t)
 
 	// Authentication the store must answer: 503, not 401, not 500.
 	wantStoreUnavailable(t, "an uncached token", e.do("GET", "/sessions", dave, nil))
@@ -424,7 +380,7 @@ func TestOutagePostgresDown(t *testing.T) {
 		break
 	}
 
-	pgAllow(t, admin, name, true)
+	faults.AllowConnections(t, true)
 	waitReadyz(t, e, 10*time.Second)
 	var sent protocol.SendMessageResponse
 	e.must(http.StatusCreated, "POST", sp+"/messages", alice, map[string]any{"content": "up again"}, &sent)
@@ -439,7 +395,7 @@ func TestOutagePostgresDown(t *testing.T) {
 // lost, and readiness holds or comes back by itself.
 func TestOutagePostgresKilledBackends(t *testing.T) {
 	u := dbtest.Postgres(t)
-	admin, name := pgAdmin(t), pgName(t, u)
+	faults := dbtest.PostgresFaults(t, u)
 	e, logs := newOutageEnv(t, u)
 	alice, bob, sp := setupSession(t, e)
 
@@ -448,7 +404,7 @@ func TestOutagePostgresKilledBackends(t *testing.T) {
 		defer close(killed)
 		for _, at := range []time.Duration{20, 150, 300} {
 			time.Sleep(at * time.Millisecond)
-			_, _ = admin.Exec(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()`, name)
+			faults.Terminate(t)
 		}
 	}()
 	var mu sync.Mutex

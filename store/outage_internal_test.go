@@ -292,7 +292,7 @@ func TestOutagePostgresKilledConnections(t *testing.T) {
 	ctx := context.Background()
 	u := dbtest.Postgres(t)
 	s, logs, sid := outageStore(t, u)
-	name, admin := dbName(t, u), pgAdmin(t)
+	faults := dbtest.PostgresFaults(t, u)
 
 	burst := func(n int, each func(i int) error) []error {
 		var mu sync.Mutex
@@ -340,7 +340,7 @@ func TestOutagePostgresKilledConnections(t *testing.T) {
 	if errs := burst(24, work); len(errs) > 0 {
 		t.Fatalf("warm-up: %v", errs)
 	}
-	terminate(t, admin, name)
+	faults.TerminateIdle(t)
 	time.Sleep(20 * time.Millisecond)
 	if errs := burst(48, work); len(errs) > 0 {
 		t.Fatalf("after the server killed the pool's connections, %d operations failed: %v", len(errs), errs)
@@ -354,7 +354,7 @@ func TestOutagePostgresKilledConnections(t *testing.T) {
 		defer close(killed)
 		for _, at := range []time.Duration{20, 150, 300} {
 			time.Sleep(at * time.Millisecond)
-			_, _ = admin.Exec(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()`, name)
+			faults.Terminate(t)
 		}
 	}()
 	start := time.Now()
@@ -384,14 +384,14 @@ func TestOutagePostgresRefused(t *testing.T) {
 	ctx := context.Background()
 	u := dbtest.Postgres(t)
 	s, logs, sid := outageStore(t, u)
-	name, admin := dbName(t, u), pgAdmin(t)
+	faults := dbtest.PostgresFaults(t, u)
 	before, err := sendText(s, sid, "before")
 	if err != nil {
 		t.Fatal(err)
 	}
 
-	allowConnections(t, admin, name, false)
-	terminate(t, admin, name)
+	faults.AllowConnections(t, false)
+	faults.TerminateIdle(t)
 	_, err = s.Authenticate(ctx, []byte("hash-@acme.bob"))
 	wantUnavailable(t, "authentication", err)
 	_, err = sendText(s, sid, "during")
@@ -408,7 +408,7 @@ func TestOutagePostgresRefused(t *testing.T) {
 		_, _ = sendText(s, sid, "during")
 	}
 
-	allowConnections(t, admin, name, true)
+	faults.AllowConnections(t, true)
 	waitReady(t, s, 10*time.Second)
 	after, err := sendText(s, sid, "after")
 	if err != nil {

@@ -5,9 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"io/fs"
-	"net/url"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -98,8 +96,7 @@ func TestClassifyRealErrors(t *testing.T) {
 
 	t.Run("postgres", func(t *testing.T) {
 		u := dbtest.Postgres(t)
-		name := dbName(t, u)
-		admin := pgAdmin(t)
+		faults := dbtest.PostgresFaults(t, u)
 		db, err := sql.Open("pgx", u)
 		if err != nil {
 			t.Fatal(err)
@@ -130,7 +127,7 @@ func TestClassifyRealErrors(t *testing.T) {
 
 		// The server terminates the connection (57P01): lost, the next
 		// connection may work.
-		terminate(t, admin, name)
+		faults.TerminateIdle(t)
 		_, err = conn.ExecContext(ctx, `SELECT 1`)
 		check(t, "a terminated backend", err, want{true, true})
 		_, err = conn.ExecContext(ctx, `SELECT 1`)
@@ -139,11 +136,11 @@ func TestClassifyRealErrors(t *testing.T) {
 
 		// The database does not accept connections (55000, in a connect
 		// error): unavailable, and not just one connection.
-		allowConnections(t, admin, name, false)
-		terminate(t, admin, name)
+		faults.AllowConnections(t, false)
+		faults.TerminateIdle(t)
 		err = db.PingContext(ctx)
 		check(t, "a database not accepting connections", err, want{true, false})
-		allowConnections(t, admin, name, true)
+		faults.AllowConnections(t, true)
 
 		// Nothing listens (connection refused).
 		closed, err := sql.Open("pgx", "postgres://postgres@127.0.0.1:1/x?sslmode=disable&connect_timeout=2")
@@ -154,56 +151,4 @@ func TestClassifyRealErrors(t *testing.T) {
 		err = closed.PingContext(ctx)
 		check(t, "connection refused", err, want{true, false})
 	})
-}
-
-// dbName is the database name of a PostgreSQL URL.
-func dbName(t *testing.T, u string) string {
-	t.Helper()
-	p, err := url.Parse(u)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return strings.TrimPrefix(p.Path, "/")
-}
-
-// pgAdmin connects to the test server's maintenance database.
-func pgAdmin(t *testing.T) *sql.DB {
-	t.Helper()
-	db, err := sql.Open("pgx", dbtest.DefaultPostgresURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	return db
-}
-
-// terminate ends every backend of the test's own database (never another
-// one: other tests share the server), and waits until they are gone.
-func terminate(t *testing.T, admin *sql.DB, name string) {
-	t.Helper()
-	if _, err := admin.Exec(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()`, name); err != nil {
-		t.Fatal(err)
-	}
-	for range 100 {
-		var n int
-		if err := admin.QueryRow(`SELECT count(*) FROM pg_stat_activity WHERE datname = $1`, name).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		if n == 0 {
-			return
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
-// allowConnections lets the test's database accept connections or not; a
-// test that turns them off turns them on again when it ends.
-func allowConnections(t *testing.T, admin *sql.DB, name string, on bool) {
-	t.Helper()
-	if _, err := admin.Exec(fmt.Sprintf(`ALTER DATABASE %s ALLOW_CONNECTIONS %t`, name, on)); err != nil {
-		t.Fatal(err)
-	}
-	if !on {
-		t.Cleanup(func() { _, _ = admin.Exec(fmt.Sprintf(`ALTER DATABASE %s ALLOW_CONNECTIONS true`, name)) })
-	}
 }

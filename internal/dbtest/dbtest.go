@@ -43,6 +43,15 @@ func ForEach(t *testing.T, fn func(t *testing.T, url string)) {
 	}
 }
 
+// baseURL is the PostgreSQL server the tests use: ASPD_TEST_DATABASE_URL,
+// else DefaultPostgresURL.
+func baseURL() string {
+	if u := os.Getenv("ASPD_TEST_DATABASE_URL"); u != "" {
+		return u
+	}
+	return DefaultPostgresURL
+}
+
 // SQLite returns the path of a new SQLite database in the test's temp dir.
 func SQLite(t testing.TB) string {
 	return filepath.Join(t.TempDir(), "aspd.db")
@@ -52,10 +61,7 @@ func SQLite(t testing.TB) string {
 // when the test ends.
 func Postgres(t testing.TB) string {
 	t.Helper()
-	base := os.Getenv("ASPD_TEST_DATABASE_URL")
-	if base == "" {
-		base = DefaultPostgresURL
-	}
+	base := baseURL()
 	admin, err := sql.Open("pgx", base)
 	if err != nil {
 		unreachable(t, base, err)
