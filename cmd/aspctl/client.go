@@ -76,20 +76,9 @@ func (a *app) adminClient() (*client, error) {
 // ASPCTL_ADMIN_TOKEN_FILE, ./aspd-data/admin.token. A token and a token file
 // at the same level (both flags, or both variables) are a mistake.
 func (a *app) resolveAdminToken() (string, error) {
-	envTok, envFile := os.Getenv("ASPCTL_ADMIN_TOKEN"), os.Getenv("ASPCTL_ADMIN_TOKEN_FILE")
-	switch {
-	case a.adminFromFlag && a.fileFromFlag:
-		return "", usageErrorf("--admin-token and --admin-token-file are both given: give one")
-	case a.adminFromFlag && a.adminToken != "":
-		return a.adminToken, nil
-	case a.fileFromFlag && a.adminTokenFile != "":
-		return readTokenFile(a.adminTokenFile, "--admin-token-file "+a.adminTokenFile)
-	case envTok != "" && envFile != "":
-		return "", usageErrorf("ASPCTL_ADMIN_TOKEN and ASPCTL_ADMIN_TOKEN_FILE are both set: set one")
-	case envTok != "":
-		return envTok, nil
-	case envFile != "":
-		return readTokenFile(envFile, "ASPCTL_ADMIN_TOKEN_FILE="+envFile)
+	tok, err := pickToken("admin-token", "ASPCTL_ADMIN_TOKEN", a.adminToken, a.adminTokenFile, a.adminFromFlag, a.fileFromFlag)
+	if tok != "" || err != nil {
+		return tok, err
 	}
 	if _, err := os.Stat(defaultAdminTokenFile); err == nil {
 		return readTokenFile(defaultAdminTokenFile, "the default admin token file ./"+defaultAdminTokenFile)

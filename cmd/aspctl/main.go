@@ -138,23 +138,31 @@ func secretUsage(help, env string) string {
 }
 
 // resolveToken returns the agent token: --token or --token-file, else
-// ASPCTL_TOKEN or ASPCTL_TOKEN_FILE. The command line wins over the
-// environment; a token and a token file at the same level are a mistake.
+// ASPCTL_TOKEN or ASPCTL_TOKEN_FILE ("" when none is set).
 func (a *app) resolveToken() (string, error) {
-	envTok, envFile := os.Getenv("ASPCTL_TOKEN"), os.Getenv("ASPCTL_TOKEN_FILE")
+	return pickToken("token", "ASPCTL_TOKEN", a.token, a.tokenFile, a.tokenFromFlag, a.tokenFileFromFlag)
+}
+
+// pickToken picks a token from its four places, first found wins: the flag
+// --NAME, the flag --NAME-file, the variable ENV, the variable ENV_FILE. The
+// command line wins over the environment; a token and a token file at the
+// same level (both flags, or both variables) are a mistake. An empty value
+// counts as not set. It returns "" when no place holds one.
+func pickToken(name, env, value, file string, valueSet, fileSet bool) (string, error) {
+	envTok, envFile := os.Getenv(env), os.Getenv(env+"_FILE")
 	switch {
-	case a.tokenFromFlag && a.tokenFileFromFlag:
-		return "", usageErrorf("--token and --token-file are both given: give one")
-	case a.tokenFromFlag:
-		return a.token, nil
-	case a.tokenFileFromFlag:
-		return readTokenFile(a.tokenFile, "--token-file "+a.tokenFile)
+	case valueSet && fileSet:
+		return "", usageErrorf("--%s and --%s-file are both given: give one", name, name)
+	case valueSet && value != "":
+		return value, nil
+	case fileSet && file != "":
+		return readTokenFile(file, "--"+name+"-file "+file)
 	case envTok != "" && envFile != "":
-		return "", usageErrorf("ASPCTL_TOKEN and ASPCTL_TOKEN_FILE are both set: set one")
+		return "", usageErrorf("%s and %s_FILE are both set: set one", env, env)
 	case envTok != "":
 		return envTok, nil
 	case envFile != "":
-		return readTokenFile(envFile, "ASPCTL_TOKEN_FILE="+envFile)
+		return readTokenFile(envFile, env+"_FILE="+envFile)
 	}
 	return "", nil
 }
