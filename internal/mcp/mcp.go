@@ -44,8 +44,8 @@ func Handler(a *app.App, maxBody int64) http.Handler {
 	srv := NewServer(a)
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv },
 		&mcp.StreamableHTTPOptions{Stateless: true})
-	verify := func(ctx context.Context, token string, _ *http.Request) (*auth.TokenInfo, error) {
-		handle, err := a.Authenticate(ctx, token)
+	verify := func(ctx context.Context, token string, r *http.Request) (*auth.TokenInfo, error) {
+		handle, err := authenticated(ctx, a, r, token)
 		if err != nil {
 			var pe *protocol.Error
 			if errors.As(err, &pe) && pe.Status == http.StatusUnauthorized {
@@ -64,16 +64,38 @@ func Handler(a *app.App, maxBody int64) http.Handler {
 		// token with 500 and the error's text. A store that cannot check the
 		// token now (an outage) is answered here instead, as REST answers
 		// it: 503 store_unavailable with Retry-After, never 401 (the token
-		// may well be valid) nor 500. Authentication is cached, so the
-		// middleware's own call after this one costs no database read.
+		// may well be valid) nor 500. The answer is handed to the verifier
+		// in the request's context, so the token is checked once (a Chorus
+		// MCP token, which is not cached, costs one database read, not two).
 		if tok := bearerToken(r); tok != "" {
-			if _, err := a.Authenticate(r.Context(), tok); err != nil && app.StoreUnavailable(err) {
+			handle, err := a.Authenticate(r.Context(), tok)
+			if err != nil && app.StoreUnavailable(err) {
 				writeError(w, app.Answer(err), app.StoreRetryAfterSeconds)
 				return
 			}
+			r = r.WithContext(context.WithValue(r.Context(), authKey{}, &authResult{token: tok, handle: handle, err: err}))
 		}
 		protected.ServeHTTP(&challenge{ResponseWriter: w}, r)
 	})
+}
+
+// authResult is Handler's check of a request's bearer token, handed to the
+// SDK's verifier through the request's context.
+type authResult struct {
+	token, handle string
+	err           error
+}
+
+type authKey struct{}
+
+// authenticated is the handle token authenticated as: Handler's check of
+// this request, or a check now if Handler read another token than the
+// SDK did (it reads the header as the SDK does, so it should not happen).
+func authenticated(ctx context.Context, a *app.App, r *http.Request, token string) (string, error) {
+	if res, ok := r.Context().Value(authKey{}).(*authResult); ok && res.token == token {
+		return res.handle, res.err
+	}
+	return a.Authenticate(ctx, token)
 }
 
 // bearerToken is the request's bearer token, as the SDK's middleware reads
