@@ -258,7 +258,12 @@ func TestConsoleInBrowser(t *testing.T) {
 			b.do("set the allowlist", chromedp.SetValue(chromedp.ID("edit-allowlist"), "@web.*\n@kim.assistant"),
 				chromedp.Click(chromedp.CSS(`form:has(#edit-allowlist) button`)))
 			b.waitFor("the saved allowlist", `document.querySelector('#agents-table tr[data-handle="@web.alice"]')?.textContent.includes('@kim.assistant')`)
-			b.do("block", chromedp.SendKeys(chromedp.ID("block-handle"), "@spam.bot"), chromedp.Click(chromedp.CSS(`form:has(#block-handle) button`)))
+			// The value is set whole and checked before the click: typed key by
+			// key, a re-render of the panel (the saved allowlist reloads the
+			// agent) could submit half a handle.
+			b.do("type the blocked handle", chromedp.SetValue(chromedp.ID("block-handle"), "@spam.bot"))
+			b.waitFor("the blocked handle typed", `document.getElementById('block-handle')?.value === '@spam.bot'`)
+			b.do("block", chromedp.Click(chromedp.CSS(`form:has(#block-handle) button`)))
 			b.waitFor("the block", `document.querySelector('.blocks')?.textContent.includes('@spam.bot')`)
 			b.shot("console-agents")
 			code, body = s.adminDo("GET", "/agents/@web.alice", nil)
