@@ -436,16 +436,21 @@ func (s *Store) ChorusDeliveries(ctx context.Context, h string, limit int) ([]Ch
 // RedeliverChorus makes h's delivery id pending again, due now, with a
 // fresh attempt count; a pending one is only made due now (an attempt in
 // flight keeps its lease). It returns ErrNotFound for an unknown id.
+//
+// It is an operator's change: a transaction (inTx), so that its audit row
+// commits with it.
 func (s *Store) RedeliverChorus(ctx context.Context, h, id string) error {
-	res, err := s.write.ExecContext(ctx, `UPDATE chorus_deliveries SET attempts = CASE WHEN state = 'pending' THEN attempts ELSE 0 END,
-		state = 'pending', next_attempt_at = $3, finished_at = NULL WHERE handle = $1 AND id = $2`, h, id, s.nowMs())
-	if err != nil {
-		return fmt.Errorf("store: chorus redeliver: %w", err)
-	}
-	if n, _ := res.RowsAffected(); n == 0 {
-		return ErrNotFound
-	}
-	return nil
+	return s.inTx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE chorus_deliveries SET attempts = CASE WHEN state = 'pending' THEN attempts ELSE 0 END,
+			state = 'pending', next_attempt_at = $3, finished_at = NULL WHERE handle = $1 AND id = $2`, h, id, s.nowMs())
+		if err != nil {
+			return fmt.Errorf("store: chorus redeliver: %w", err)
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return ErrNotFound
+		}
+		return nil
+	})
 }
 
 // AddChorusCallback stores a callback token's hash.

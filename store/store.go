@@ -211,7 +211,9 @@ func retryTx(err error) bool {
 
 // runTx runs fn in a write transaction bounded by timeout (0: unbounded,
 // for an import, which lasts as long as its input takes to arrive) and
-// commits it. fn's error rolls back. A transaction that runs out of its
+// commits it. fn's error rolls back. When ctx carries an operator's audit
+// entry not yet written (WithAudit), its row is written in the same
+// transaction, after fn. A transaction that runs out of its
 // time is the store failing to serve (a lock held elsewhere, a database
 // that does not answer): ErrUnavailable's kind.
 func (s *Store) runTx(ctx context.Context, timeout time.Duration, fn func(tx *sql.Tx) error) (err error) {
@@ -238,8 +240,20 @@ func (s *Store) runTx(ctx context.Context, timeout time.Duration, fn func(tx *sq
 		_ = tx.Rollback()
 		return err
 	}
+	// An operator change's audit row commits with the change or not at
+	// all (audit.go).
+	audit := pendingAudit(ctx)
+	if audit != nil {
+		if err := s.writeAudit(ctx, tx, audit); err != nil {
+			_ = tx.Rollback()
+			return err
+		}
+	}
 	if err := tx.Commit(); err != nil {
 		return errCommit{err}
+	}
+	if audit != nil {
+		audit.written.Store(true)
 	}
 	return nil
 }
