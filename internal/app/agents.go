@@ -83,6 +83,7 @@ func (a *App) CreateAgent(ctx context.Context, req protocol.CreateAgentRequest) 
 	if err := validRoles(req.Roles); err != nil {
 		return none, err
 	}
+	auditTarget(ctx, req.Handle, "inbound_policy", req.InboundPolicy)
 	tok := NewToken()
 	// One transaction writes the agent with its allowlist and roles and
 	// reads back its record: either the operator gets the agent and its
@@ -138,6 +139,7 @@ func (a *App) SetPolicy(ctx context.Context, handle string, req protocol.PolicyR
 	if err := validPolicy(req.InboundPolicy); err != nil {
 		return nil, err
 	}
+	auditDetail(ctx, "inbound_policy", req.InboundPolicy)
 	if err := a.st.SetPolicy(ctx, handle, req.InboundPolicy); err != nil {
 		return nil, err
 	}
@@ -156,6 +158,7 @@ func (a *App) UpdateAllowlist(ctx context.Context, handle string, op AllowlistOp
 	if err := validEntries(req.Entries); err != nil {
 		return nil, err
 	}
+	auditDetail(ctx, "entries", req.Entries)
 	var err error
 	switch op {
 	case AllowlistReplace:
@@ -182,6 +185,7 @@ func (a *App) SetRoles(ctx context.Context, handle string, req protocol.RolesReq
 	if req.Roles == nil {
 		req.Roles = []string{}
 	}
+	auditDetail(ctx, "roles", req.Roles)
 	if err := a.st.SetRoles(ctx, handle, req.Roles); err != nil {
 		return nil, err
 	}
@@ -197,6 +201,7 @@ func (a *App) Block(ctx context.Context, handle string, req protocol.BlockReques
 	if !protocol.ValidHandle(req.Handle) || req.Handle == handle {
 		return nil, protocol.Invalid("handle must be another agent's handle")
 	}
+	auditDetail(ctx, "blocked", req.Handle)
 	commits, err := a.st.Block(ctx, handle, req.Handle)
 	if err != nil {
 		return nil, err

@@ -80,6 +80,8 @@ type App struct {
 	wg   sync.WaitGroup
 
 	liveWatches watchCount // the operator's open live transcripts (live.go)
+
+	opUse operatorUse // when operator tokens' last use was written (operator_tokens.go)
 }
 
 // New builds the application layer on st, with its own hub (whose presence
