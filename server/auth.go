@@ -24,18 +24,6 @@ func bearer(r *http.Request) string {
 	return ""
 }
 
-// adminAuth checks the operator token in constant time.
-func (s *Server) adminAuth(next echo.HandlerFunc) echo.HandlerFunc {
-	return func(c echo.Context) error {
-		tok := bearer(c.Request())
-		if tok == "" || len(s.cfg.AdminTokenHash) == 0 || subtle.ConstantTimeCompare(HashToken(tok), s.cfg.AdminTokenHash) != 1 {
-			c.Response().Header().Set("WWW-Authenticate", `Bearer realm="aspd-admin"`)
-			return app.Unauthorized()
-		}
-		return next(c)
-	}
-}
-
 // agentAuth authenticates an agent by bearer token (or ?token= on
 // /connect only) and stores its handle and token in the context.
 func (s *Server) agentAuth(next echo.HandlerFunc) echo.HandlerFunc {

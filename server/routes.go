@@ -64,6 +64,14 @@ type route struct {
 	// with state of its own, such as the MCP server or the console's assets).
 	handler func(*Server, echo.Context) error
 	mount   func(*Server) echo.HandlerFunc
+	// action names an operator change for the audit log (dotted,
+	// resource.verb: "agent.policy.set"); every operator route that is
+	// not GET or HEAD has one (routes_test.go). Its store write goes
+	// through the store's transaction, which writes the audit row.
+	action string
+	// scope is the operator token scope the route needs; "": by the
+	// method rule (routeScope: GET and HEAD read, anything else admin).
+	scope string
 }
 
 // Media types of answers that are not JSON.
@@ -205,7 +213,7 @@ var routeTable = []route{
 		summary: "MCP Streamable HTTP endpoint (stateless).", mount: (*Server).mcpHandler},
 
 	// The operator API (adminapi.go, consoleapi.go, searchapi.go).
-	{method: http.MethodPost, path: "/admin/v1/agents", auth: authOperator,
+	{method: http.MethodPost, path: "/admin/v1/agents", auth: authOperator, action: "agent.create",
 		request: protocol.CreateAgentRequest{}, response: protocol.AgentWithToken{}, status: http.StatusCreated,
 		summary: "Create an agent and issue its token.",
 		handler: (*Server).adminCreateAgent},
@@ -217,43 +225,43 @@ var routeTable = []route{
 		response: protocol.Agent{}, status: http.StatusOK,
 		summary: "Get an agent.",
 		handler: (*Server).adminGetAgent},
-	{method: http.MethodDelete, path: "/admin/v1/agents/:handle", auth: authOperator,
+	{method: http.MethodDelete, path: "/admin/v1/agents/:handle", auth: authOperator, action: "agent.delete",
 		response: protocol.OK{}, status: http.StatusOK,
 		summary: "Delete an agent.",
 		handler: (*Server).adminDeleteAgent},
-	{method: http.MethodPut, path: "/admin/v1/agents/:handle/policy", auth: authOperator,
+	{method: http.MethodPut, path: "/admin/v1/agents/:handle/policy", auth: authOperator, action: "agent.policy.set",
 		request: protocol.PolicyRequest{}, response: protocol.Agent{}, status: http.StatusOK,
 		summary: "Set an agent's inbound policy.",
 		handler: (*Server).adminSetPolicy},
-	{method: http.MethodPut, path: "/admin/v1/agents/:handle/allowlist", auth: authOperator,
+	{method: http.MethodPut, path: "/admin/v1/agents/:handle/allowlist", auth: authOperator, action: "agent.allowlist.set",
 		request: protocol.AllowlistRequest{}, response: protocol.Agent{}, status: http.StatusOK,
 		summary: "Replace an agent's allowlist.",
 		handler: (*Server).adminAllowlistReplace},
-	{method: http.MethodPost, path: "/admin/v1/agents/:handle/allowlist", auth: authOperator,
+	{method: http.MethodPost, path: "/admin/v1/agents/:handle/allowlist", auth: authOperator, action: "agent.allowlist.add",
 		request: protocol.AllowlistRequest{}, response: protocol.Agent{}, status: http.StatusOK,
 		summary: "Add entries to an agent's allowlist.",
 		handler: (*Server).adminAllowlistAdd},
-	{method: http.MethodDelete, path: "/admin/v1/agents/:handle/allowlist", auth: authOperator,
+	{method: http.MethodDelete, path: "/admin/v1/agents/:handle/allowlist", auth: authOperator, action: "agent.allowlist.remove",
 		request: protocol.AllowlistRequest{}, response: protocol.Agent{}, status: http.StatusOK,
 		summary: "Remove entries from an agent's allowlist.",
 		handler: (*Server).adminAllowlistRemove},
-	{method: http.MethodPut, path: "/admin/v1/agents/:handle/roles", auth: authOperator,
+	{method: http.MethodPut, path: "/admin/v1/agents/:handle/roles", auth: authOperator, action: "agent.roles.set",
 		request: protocol.RolesRequest{}, response: protocol.Agent{}, status: http.StatusOK,
 		summary: "Set an agent's roles.",
 		handler: (*Server).adminSetRoles},
-	{method: http.MethodPost, path: "/admin/v1/agents/:handle/blocks", auth: authOperator,
+	{method: http.MethodPost, path: "/admin/v1/agents/:handle/blocks", auth: authOperator, action: "agent.block.add",
 		request: protocol.BlockRequest{}, response: protocol.Agent{}, status: http.StatusOK,
 		summary: "Block a handle from contacting an agent.",
 		handler: (*Server).adminBlock},
-	{method: http.MethodDelete, path: "/admin/v1/agents/:handle/blocks/:blocked", auth: authOperator,
+	{method: http.MethodDelete, path: "/admin/v1/agents/:handle/blocks/:blocked", auth: authOperator, action: "agent.block.remove",
 		response: protocol.Agent{}, status: http.StatusOK,
 		summary: "Lift a block.",
 		handler: (*Server).adminUnblock},
-	{method: http.MethodPost, path: "/admin/v1/agents/:handle/token", auth: authOperator,
+	{method: http.MethodPost, path: "/admin/v1/agents/:handle/token", auth: authOperator, action: "agent.token.rotate",
 		response: protocol.AgentWithToken{}, status: http.StatusOK,
 		summary: "Rotate an agent's token; the old one stops working and its connections close.",
 		handler: (*Server).adminRotateToken},
-	{method: http.MethodDelete, path: "/admin/v1/agents/:handle/token", auth: authOperator,
+	{method: http.MethodDelete, path: "/admin/v1/agents/:handle/token", auth: authOperator, action: "agent.token.revoke",
 		response: protocol.Agent{}, status: http.StatusOK,
 		summary: "Revoke an agent's token.",
 		handler: (*Server).adminRevokeToken},
@@ -301,8 +309,35 @@ var routeTable = []route{
 		summary: "Prometheus metrics.",
 		handler: (*Server).metricsHandler},
 
+	// Operator tokens, whoami and the audit log (operatorapi.go). The
+	// token routes need admin, their listing included.
+	{method: http.MethodGet, path: "/admin/v1/whoami", auth: authOperator,
+		response: protocol.Whoami{}, status: http.StatusOK,
+		summary: "The calling operator token's name and scope.",
+		handler: (*Server).whoami},
+	{method: http.MethodPost, path: "/admin/v1/operator-tokens", auth: authOperator, action: "operator_token.create",
+		request: protocol.CreateOperatorTokenRequest{}, response: protocol.OperatorTokenWithSecret{}, status: http.StatusCreated,
+		summary: "Create a named operator token (scope read or admin); the answer is the only time it is shown.",
+		handler: (*Server).createOperatorToken},
+	{method: http.MethodGet, path: "/admin/v1/operator-tokens", auth: authOperator, scope: protocol.ScopeAdmin,
+		response: protocol.OperatorTokenList{}, status: http.StatusOK,
+		summary: "List the named operator tokens (never their secrets).",
+		handler: (*Server).listOperatorTokens},
+	{method: http.MethodPost, path: "/admin/v1/operator-tokens/:name/rotate", auth: authOperator, action: "operator_token.rotate",
+		response: protocol.OperatorTokenWithSecret{}, status: http.StatusOK,
+		summary: "Rotate a named operator token; the old secret stops working at once.",
+		handler: (*Server).rotateOperatorToken},
+	{method: http.MethodDelete, path: "/admin/v1/operator-tokens/:name", auth: authOperator, action: "operator_token.revoke",
+		status:  http.StatusNoContent,
+		summary: "Revoke a named operator token; it stops working at once.",
+		handler: (*Server).revokeOperatorToken},
+	{method: http.MethodGet, path: "/admin/v1/audit", auth: authOperator, query: queryRule{params: []string{"limit", "before", "actor", "action", "target"}},
+		response: protocol.AuditPage{}, status: http.StatusOK,
+		summary: "The audit log of operator changes, newest first (keyset paged by before=next_before).",
+		handler: (*Server).auditLog},
+
 	// Chorus webhooks (chorusapi.go).
-	{method: http.MethodPut, path: "/admin/v1/agents/:handle/chorus", auth: authOperator,
+	{method: http.MethodPut, path: "/admin/v1/agents/:handle/chorus", auth: authOperator, action: "agent.chorus.set",
 		request: protocol.ChorusRequest{}, response: protocol.ChorusRegistration{}, status: http.StatusOK,
 		summary: "Register (or rotate) an agent's Chorus webhook; answers a fresh signing secret.",
 		handler: (*Server).adminSetChorus},
@@ -310,7 +345,7 @@ var routeTable = []route{
 		response: protocol.ChorusInfo{}, status: http.StatusOK,
 		summary: "Get an agent's Chorus registration.",
 		handler: (*Server).adminGetChorus},
-	{method: http.MethodDelete, path: "/admin/v1/agents/:handle/chorus", auth: authOperator,
+	{method: http.MethodDelete, path: "/admin/v1/agents/:handle/chorus", auth: authOperator, action: "agent.chorus.delete",
 		response: protocol.OK{}, status: http.StatusOK,
 		summary: "Delete an agent's Chorus registration.",
 		handler: (*Server).adminDeleteChorus},
@@ -318,7 +353,7 @@ var routeTable = []route{
 		response: chorusDeliveryList{}, status: http.StatusOK,
 		summary: "List an agent's recent Chorus deliveries.",
 		handler: (*Server).adminChorusDeliveries},
-	{method: http.MethodPost, path: "/admin/v1/agents/:handle/chorus/deliveries/:id/redeliver", auth: authOperator,
+	{method: http.MethodPost, path: "/admin/v1/agents/:handle/chorus/deliveries/:id/redeliver", auth: authOperator, action: "chorus.redeliver",
 		response: protocol.OK{}, status: http.StatusAccepted,
 		summary: "Queue a Chorus delivery again, due now.",
 		handler: (*Server).adminChorusRedeliver},
@@ -347,7 +382,7 @@ func (s *Server) routeMiddleware(rt *route) []echo.MiddlewareFunc {
 		}
 		return m
 	case authOperator:
-		return []echo.MiddlewareFunc{s.adminAuth, strictQuery(rt.query)}
+		return []echo.MiddlewareFunc{s.operatorAuth(rt), strictQuery(rt.query)}
 	case authChorusCallback:
 		return []echo.MiddlewareFunc{strictQuery(rt.query)}
 	default: // authNone, authMCP

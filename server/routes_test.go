@@ -17,6 +17,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"runtime"
 	"strings"
 	"testing"
@@ -132,7 +133,7 @@ func TestRouteTableEntries(t *testing.T) {
 		if rt.method == http.MethodGet && rt.request != nil {
 			t.Errorf("%s: a GET takes no body", name)
 		}
-		if rt.produces == "" && rt.handler != nil && rt.status >= 200 && rt.status < 300 && rt.response == nil {
+		if rt.produces == "" && rt.handler != nil && rt.status >= 200 && rt.status < 300 && rt.status != http.StatusNoContent && rt.response == nil {
 			t.Errorf("%s: a JSON answer needs its response type", name)
 		}
 	}
@@ -453,3 +454,39 @@ func routesTestFrame(sender, recipient string) map[string]any {
 		"payload": map[string]any{"advisory_text": "hi", "file_refs": []any{"a.go"}, "branch": "main"},
 	}
 }
+
+// TestOperatorChangesAreAudited: every operator route that changes
+// something (not GET or HEAD) names its audit action, dotted
+// resource.verb, one action per route; only operator routes have one; and
+// a route that names an action needs the admin scope.
+func TestOperatorChangesAreAudited(t *testing.T) {
+	seen := map[string]string{}
+	for i := range routeTable {
+		rt := &routeTable[i]
+		name := rt.method + " " + rt.path
+		if rt.auth != authOperator {
+			if rt.action != "" || rt.scope != "" {
+				t.Errorf("%s: action and scope are for operator routes", name)
+			}
+			continue
+		}
+		if rt.method != http.MethodGet && rt.method != http.MethodHead && rt.action == "" {
+			t.Errorf("%s changes something but names no audit action", name)
+		}
+		if rt.action == "" {
+			continue
+		}
+		if !auditActionRe.MatchString(rt.action) {
+			t.Errorf("%s: action %q is not dotted resource.verb (a-z _)", name, rt.action)
+		}
+		if prev, ok := seen[rt.action]; ok {
+			t.Errorf("%s: action %q is also %s's", name, rt.action, prev)
+		}
+		seen[rt.action] = name
+		if routeScope(rt) != protocol.ScopeAdmin {
+			t.Errorf("%s: an audited change must need the admin scope", name)
+		}
+	}
+}
+
+var auditActionRe = regexp.MustCompile(`^[a-z_]+(\.[a-z_]+)+$`)
