@@ -256,6 +256,8 @@ func (g *schemaGen) operation(rt *route) (string, map[string]any, error) {
 		}
 	case rt.status == http.StatusSwitchingProtocols:
 		success["description"] = "Switching Protocols: a WebSocket carrying session events (events.json), one per text message."
+	case rt.status == http.StatusNoContent:
+		// No body.
 	case rt.status >= 300 && rt.status < 400:
 		success["headers"] = map[string]any{"Location": map[string]any{"schema": map[string]any{"type": "string"}}}
 	default:
