@@ -324,3 +324,155 @@ func jsonNumber(n int64) string {
 	b, _ := json.Marshal(n)
 	return string(b)
 }
+
+// examplePath fills a route pattern's parameters with plausible values.
+func examplePath(pattern string) string {
+	parts := strings.Split(pattern, "/")
+	for i, p := range parts {
+		switch {
+		case p == ":handle" || p == ":blocked":
+			parts[i] = "@acme.alice"
+		case p == "*":
+			parts[i] = "x"
+		case strings.HasPrefix(p, ":"):
+			parts[i] = "x1"
+		}
+	}
+	return strings.Join(parts, "/")
+}
+
+// TestOperatorScopes walks the route table with a read token: every route
+// that needs admin answers 403 insufficient_scope and writes no audit row;
+// every other operator route is not refused for its scope. An admin token
+// and the bootstrap token pass; no token, an unknown one and an agent's
+// are 401 with a challenge.
+func TestOperatorScopes(t *testing.T) {
+	dbtest.ForEach(t, func(t *testing.T, url string) {
+		s, c := newOpServer(t, url)
+		boot := routesTestAdminToken
+		read := c.token(boot, "viewer", protocol.ScopeRead)
+		admin := c.token(boot, "ops", protocol.ScopeAdmin)
+		var ag protocol.AgentWithToken
+		c.must(http.StatusCreated, "POST", "/admin/v1/agents", boot, map[string]any{"handle": "@acme.alice", "inbound_policy": "open"}, &ag)
+		n := len(auditRows(t, s))
+		refused, allowed := 0, 0
+		for i := range routeTable {
+			rt := &routeTable[i]
+			if rt.auth != authOperator {
+				continue
+			}
+			path := examplePath(rt.path)
+			var body any
+			if rt.request != nil {
+				body = map[string]any{}
+			}
+			a := c.do(rt.method, path, read, "", body)
+			if routeScope(rt) == protocol.ScopeAdmin {
+				if a.status != http.StatusForbidden || a.code() != protocol.CodeInsufficientScope {
+					t.Errorf("%s %s with a read token: %d %s, want 403 insufficient_scope", rt.method, path, a.status, a.body)
+				}
+				refused++
+				continue
+			}
+			if a.status == http.StatusForbidden || a.status == http.StatusUnauthorized {
+				t.Errorf("%s %s with a read token: %d %s", rt.method, path, a.status, a.body)
+			}
+			allowed++
+		}
+		if refused < 15 || allowed < 10 {
+			t.Fatalf("walked %d admin routes and %d read routes", refused, allowed)
+		}
+		if rows := auditRows(t, s); len(rows) != n {
+			t.Fatalf("refused changes wrote audit rows: %+v", rows[:len(rows)-n])
+		}
+		var agent protocol.Agent
+		c.must(http.StatusOK, "GET", "/admin/v1/agents/@acme.alice", read, nil, &agent)
+		if agent.InboundPolicy != "open" {
+			t.Fatalf("a refused change changed the agent: %+v", agent)
+		}
+
+		for tok, want := range map[string]protocol.Whoami{
+			read: {Name: "viewer", Scope: "read"}, admin: {Name: "ops", Scope: "admin"}, boot: {Name: "bootstrap", Scope: "admin"},
+		} {
+			var who protocol.Whoami
+			c.must(http.StatusOK, "GET", "/admin/v1/whoami", tok, nil, &who)
+			if who != want {
+				t.Fatalf("whoami: %+v, want %+v", who, want)
+			}
+		}
+		c.must(http.StatusOK, "PUT", "/admin/v1/agents/@acme.alice/policy", admin, map[string]any{"inbound_policy": "allowlist"}, nil)
+		for _, tok := range []string{"", "aspo_unknown", ag.Token, read + "x"} {
+			a := c.do("GET", "/admin/v1/whoami", tok, "", nil)
+			if a.status != http.StatusUnauthorized || a.code() != protocol.CodeUnauthorized || a.header.Get("WWW-Authenticate") == "" {
+				t.Fatalf("token %.10q: %d %s (challenge %q), want 401 with a challenge", tok, a.status, a.body, a.header.Get("WWW-Authenticate"))
+			}
+		}
+	})
+}
+
+// TestOperatorTokenLifecycleOverTheWire: create, list (no secrets), use
+// (last use recorded), rotate (the old secret is 401 at once, the new one
+// works), revoke (401 at once); the bootstrap token keeps working; refused
+// requests.
+func TestOperatorTokenLifecycleOverTheWire(t *testing.T) {
+	dbtest.ForEach(t, func(t *testing.T, url string) {
+		_, c := newOpServer(t, url)
+		boot := routesTestAdminToken
+		old := c.token(boot, "ci", protocol.ScopeRead)
+		c.must(http.StatusOK, "GET", "/admin/v1/agents", old, nil, nil)
+
+		var list protocol.OperatorTokenList
+		a := c.must(http.StatusOK, "GET", "/admin/v1/operator-tokens", boot, nil, &list)
+		if len(list.Items) != 1 || list.Items[0].Name != "ci" || list.Items[0].Scope != "read" || list.Items[0].LastUsedAt <= 0 || list.Items[0].RotatedAt != 0 {
+			t.Fatalf("list: %s", a.body)
+		}
+		if bytes.Contains(a.body, []byte(old)) || bytes.Contains(a.body, []byte("hash")) {
+			t.Fatalf("the listing shows a secret: %s", a.body)
+		}
+
+		var rot protocol.OperatorTokenWithSecret
+		c.must(http.StatusOK, "POST", "/admin/v1/operator-tokens/ci/rotate", boot, nil, &rot)
+		if rot.Name != "ci" || rot.Scope != "read" || rot.Token == "" || rot.Token == old {
+			t.Fatalf("rotated: %+v", rot)
+		}
+		if a := c.do("GET", "/admin/v1/agents", old, "", nil); a.status != http.StatusUnauthorized {
+			t.Fatalf("the old secret after rotation: %d %s", a.status, a.body)
+		}
+		c.must(http.StatusOK, "GET", "/admin/v1/agents", rot.Token, nil, nil)
+		c.must(http.StatusOK, "GET", "/admin/v1/operator-tokens", boot, nil, &list)
+		if list.Items[0].RotatedAt <= 0 {
+			t.Fatalf("rotated_at not set: %+v", list.Items)
+		}
+
+		// A token may revoke itself; then it is 401 at once.
+		admin := c.token(boot, "ops", protocol.ScopeAdmin)
+		c.must(http.StatusNoContent, "DELETE", "/admin/v1/operator-tokens/ci", admin, nil, nil)
+		if a := c.do("GET", "/admin/v1/agents", rot.Token, "", nil); a.status != http.StatusUnauthorized {
+			t.Fatalf("a revoked token: %d %s", a.status, a.body)
+		}
+		c.must(http.StatusNoContent, "DELETE", "/admin/v1/operator-tokens/ops", admin, nil, nil)
+		if a := c.do("GET", "/admin/v1/whoami", admin, "", nil); a.status != http.StatusUnauthorized {
+			t.Fatalf("a token that revoked itself: %d %s", a.status, a.body)
+		}
+		c.must(http.StatusOK, "GET", "/admin/v1/whoami", boot, nil, nil)
+
+		for _, bad := range []struct {
+			method, path string
+			body         any
+			status       int
+			code         string
+		}{
+			{"POST", "/admin/v1/operator-tokens", map[string]any{"name": "bootstrap", "scope": "admin"}, 400, protocol.CodeInvalidRequest},
+			{"POST", "/admin/v1/operator-tokens", map[string]any{"name": "Bad Name", "scope": "admin"}, 400, protocol.CodeInvalidRequest},
+			{"POST", "/admin/v1/operator-tokens", map[string]any{"name": "x", "scope": "root"}, 400, protocol.CodeInvalidRequest},
+			{"POST", "/admin/v1/operator-tokens", map[string]any{"name": "x", "scope": "read", "token": "mine"}, 400, protocol.CodeInvalidRequest},
+			{"POST", "/admin/v1/operator-tokens/ci/rotate", nil, 404, protocol.CodeNotFound},
+			{"DELETE", "/admin/v1/operator-tokens/ci", nil, 404, protocol.CodeNotFound},
+			{"DELETE", "/admin/v1/operator-tokens/bootstrap", nil, 404, protocol.CodeNotFound},
+		} {
+			if a := c.do(bad.method, bad.path, boot, "", bad.body); a.status != bad.status || a.code() != bad.code {
+				t.Fatalf("%s %s %v: %d %s, want %d %s", bad.method, bad.path, bad.body, a.status, a.body, bad.status, bad.code)
+			}
+		}
+	})
+}
