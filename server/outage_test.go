@@ -333,6 +333,8 @@ func TestOutagePostgresDown(t *testing.T) {
 	carol, dave := e.agent("@acme.carol"), e.agent("@acme.dave")
 	e.must(http.StatusOK, "GET", "/sessions", carol, nil, nil) // carol's token is now cached; dave's is not
 	ws := wsDial(t, e, bob)                                    // open before the outage: stays open
+	var ops protocol.OperatorTokenWithSecret
+	e.must(http.StatusCreated, "POST", "/admin/v1/operator-tokens", adminToken, map[string]any{"name": "ops", "scope": "admin"}, &ops)
 
 	faults.AllowConnections(t, false)
 	faults.Terminate(t)
@@ -342,6 +344,10 @@ func TestOutagePostgresDown(t *testing.T) {
 	wantStoreUnavailable(t, "a message", e.do("POST", sp+"/messages", alice, map[string]any{"content": "down"}))
 	wantStoreUnavailable(t, "a read", e.do("GET", sp+"/events", alice, nil))
 	wantStoreUnavailable(t, "the operator's agent list", e.do("GET", "/admin/v1/agents", adminToken, nil))
+	// A named operator token is looked up in the store: 503, not 401. The
+	// bootstrap token is not: whoami answers.
+	wantStoreUnavailable(t, "a named operator token", e.do("GET", "/admin/v1/whoami", ops.Token, nil))
+	e.must(http.StatusOK, "GET", "/admin/v1/whoami", adminToken, nil, nil)
 	wantStoreUnavailable(t, "creating a session", e.do("POST", "/sessions", alice, map[string]any{"invite": []string{"@acme.bob"}}))
 	wantStoreUnavailable(t, "/readyz", e.do("GET", "/readyz", "", nil))
 
