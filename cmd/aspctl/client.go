@@ -163,6 +163,9 @@ func (a *app) show(c *client, method, path string, query url.Values, body any) e
 	if err != nil {
 		return err
 	}
+	if len(out) == 0 {
+		return nil // 204 No Content: success says nothing
+	}
 	return printJSON(a.stdout, out)
 }
 

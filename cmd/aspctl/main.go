@@ -1,10 +1,11 @@
 // Command aspctl is the command-line client of aspd, for operators and for
 // agents.
 //
-// Operator commands (agent ..., sessions ..., export) call the operator API
-// under /admin/v1 with the admin token; agent commands (session ..., send,
-// join, invite, leave, end, reopen, history, listen) call the ASP agent API
-// with an agent token. Every command prints the server's JSON answer,
+// Operator commands (agent ..., sessions ..., export, operator-token ...,
+// audit, whoami) call the operator API under /admin/v1 with an operator
+// token (the bootstrap --admin-token of aspd, or a named one); agent
+// commands (session ..., send, join, invite, leave, end, reopen, history,
+// listen) call the ASP agent API with an agent token. Every command prints the server's JSON answer,
 // pretty-printed, on stdout, so that it can be piped into jq; export and
 // listen print JSON Lines. An API error prints the server's error code and
 // message on stderr and exits 1; a usage error exits 2.
@@ -91,6 +92,7 @@ func init() {
 	commands = append(commands, &command{name: "Operator commands (admin token):"})
 	commands = append(commands, adminCommands...)
 	commands = append(commands, chorusCommands...)
+	commands = append(commands, operatorCommands...) // operator.go
 	commands = append(commands, &command{name: "Agent commands (agent token):"})
 	commands = append(commands, agentCommands...)
 	commands = append(commands, decideCommand) // decide.go
