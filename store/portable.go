@@ -12,14 +12,18 @@ package store
 // then one line per record, {"kind": ..., <columns>}, grouped by kind in this
 // order (parents before children): agent, allowlist, block, session,
 // participant, event, message_key, session_key, cursor, presence,
-// binding_moment; and last an
+// binding_moment, operator_token, audit; and last an
 // end record {"kind":"end","counts":{<kind>: <records>, ...}} that lets an
 // import tell a complete file from a truncated one.
 //
 // An event's body is the stored wire JSON carried as a JSON string, so its
 // bytes round-trip exactly. Token hashes are written (base64) only when the
 // export asks for them; without them the imported agents have no token and
-// each needs `aspctl agent rotate-token`.
+// each needs `aspctl agent rotate-token`. Named operator tokens are
+// written only with the hashes (a token is its hash: without it there is
+// nothing to import; create new ones). Audit rows are written in the
+// order of their ids, without the ids, which are the store's own: an
+// import appends them in that order and gives them fresh ids.
 
 import (
 	"bytes"
@@ -54,9 +58,16 @@ const (
 // KindBindingMoment is a binding_moments row (docs/decisions.md).
 const KindBindingMoment = "binding_moment"
 
+// KindOperatorToken is a named operator token (with its hash: exported only
+// with the hashes), KindAudit an audit log row (docs/operators.md).
+const (
+	KindOperatorToken = "operator_token"
+	KindAudit         = "audit"
+)
+
 // portableKinds lists the data kinds in the order they must appear.
 var portableKinds = []string{KindAgent, KindAllowlist, KindBlock, KindSession, KindParticipant, KindEvent,
-	KindMessageKey, KindSessionKey, KindCursor, KindPresence, KindBindingMoment}
+	KindMessageKey, KindSessionKey, KindCursor, KindPresence, KindBindingMoment, KindOperatorToken, KindAudit}
 
 // PortableCounts counts the records of each kind.
 type PortableCounts map[string]int64
@@ -213,6 +224,26 @@ type bindingMomentRecord struct {
 	ResolutionID  *string `json:"resolution_id"`
 	ResolutionSeq *int64  `json:"resolution_seq"`
 	ResolvedAt    *int64  `json:"resolved_at"`
+}
+
+type operatorTokenRecord struct {
+	Kind       string `json:"kind"`
+	Name       string `json:"name"`
+	Scope      string `json:"scope"`
+	TokenHash  []byte `json:"token_hash"` // base64
+	CreatedAt  int64  `json:"created_at"`
+	RotatedAt  *int64 `json:"rotated_at"`
+	LastUsedAt *int64 `json:"last_used_at"`
+}
+
+type auditRecord struct {
+	Kind      string          `json:"kind"`
+	At        int64           `json:"at"`
+	Actor     string          `json:"actor"`
+	Action    string          `json:"action"`
+	Target    string          `json:"target"`
+	RequestID string          `json:"request_id"`
+	Detail    json.RawMessage `json:"detail"`
 }
 
 type endRecord struct {

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"unicode/utf8"
 )
@@ -115,7 +116,7 @@ func exportPages(ctx context.Context, tx *sql.Tx, t exportTable, write func(rec 
 }
 
 func (s *Store) exportTables(opts ExportOptions, stats *ExportStats) []exportTable {
-	return []exportTable{
+	tables := []exportTable{
 		{kind: KindAgent, keys: []string{"handle"},
 			query: `SELECT handle, owner, inbound_policy, token_hash, roles, created_at, deleted_at FROM agents`,
 			scan: func(rows *sql.Rows) (any, []any, error) {
@@ -236,5 +237,28 @@ func (s *Store) exportTables(opts ExportOptions, stats *ExportStats) []exportTab
 				r.OptionIdx, r.ResolutionSeq, r.ResolvedAt = nullInt(idx), nullInt(resSeq), nullInt(resAt)
 				return r, []any{r.MomentID}, err
 			}},
+		{kind: KindAudit, keys: []string{"id"},
+			query: `SELECT id, at, actor, action, target, request_id, detail FROM audit_log`,
+			scan: func(rows *sql.Rows) (any, []any, error) {
+				r := auditRecord{Kind: KindAudit}
+				var id int64
+				var detail string
+				err := rows.Scan(&id, &r.At, &r.Actor, &r.Action, &r.Target, &r.RequestID, &detail)
+				r.Detail = json.RawMessage(detail)
+				return r, []any{id}, err
+			}},
 	}
+	if opts.IncludeTokenHashes {
+		// A named operator token is its hash: without it, nothing to write.
+		tables = slices.Insert(tables, len(tables)-1, exportTable{kind: KindOperatorToken, keys: []string{"name"},
+			query: `SELECT name, scope, token_hash, created_at, rotated_at, last_used_at FROM operator_tokens`,
+			scan: func(rows *sql.Rows) (any, []any, error) {
+				r := operatorTokenRecord{Kind: KindOperatorToken}
+				var rotated, used sql.NullInt64
+				err := rows.Scan(&r.Name, &r.Scope, &r.TokenHash, &r.CreatedAt, &rotated, &used)
+				r.RotatedAt, r.LastUsedAt = nullInt(rotated), nullInt(used)
+				return r, []any{r.Name}, err
+			}})
+	}
+	return tables
 }

@@ -13,6 +13,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/aspd/aspd/protocol"
 )
 
 // ErrStoreNotEmpty is returned by Import when the target store already has
@@ -108,6 +110,31 @@ var importKinds = map[string]importKind{
 					nullStrArg(r.ResolvedBy), nullStrArg(r.ResolutionID),
 					nullIntArg(r.ResolutionSeq), nullIntArg(r.ResolvedAt)},
 				required("moment_id", r.MomentID, "session_id", r.SessionID, "emitter", r.Emitter, "envelope", r.Envelope)
+		})},
+	KindOperatorToken: {"operator_tokens", []string{"name", "scope", "token_hash", "created_at", "rotated_at", "last_used_at"},
+		decodeAs(func(r *operatorTokenRecord) ([]any, error) {
+			if err := required("name", r.Name, "scope", r.Scope); err != nil {
+				return nil, err
+			}
+			if r.Scope != protocol.ScopeRead && r.Scope != protocol.ScopeAdmin {
+				return nil, fmt.Errorf("operator token %s: scope %q is not read or admin", r.Name, r.Scope)
+			}
+			if len(r.TokenHash) != 32 {
+				return nil, fmt.Errorf("operator token %s: token_hash is not a SHA-256", r.Name)
+			}
+			return []any{r.Name, r.Scope, r.TokenHash, r.CreatedAt, nullIntArg(r.RotatedAt), nullIntArg(r.LastUsedAt)}, nil
+		})},
+	// Audit rows get fresh ids, in file order (portable.go).
+	KindAudit: {"audit_log", []string{"at", "actor", "action", "target", "request_id", "detail"},
+		decodeAs(func(r *auditRecord) ([]any, error) {
+			if err := required("actor", r.Actor, "action", r.Action); err != nil {
+				return nil, err
+			}
+			var obj map[string]any
+			if err := json.Unmarshal(r.Detail, &obj); err != nil || obj == nil {
+				return nil, fmt.Errorf("audit %s %s: detail is not a JSON object", r.Action, r.Target)
+			}
+			return []any{r.At, r.Actor, r.Action, r.Target, r.RequestID, string(r.Detail)}, nil
 		})},
 }
 

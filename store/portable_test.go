@@ -171,6 +171,19 @@ func ptPopulate(t *testing.T, s *store.Store) ptNet {
 		{Handle: ptBilling, SessionID: n.sendEnd, Seq: 2},
 		{Handle: ptSupport, SessionID: n.bulk, Seq: 100},
 	}), "cursors")
+
+	// Named operator tokens and audited changes (one rotates a token).
+	audited := func(action, target string) context.Context {
+		return store.WithAudit(ctx, &store.AuditEntry{Actor: "ops", Action: action, Target: target, RequestID: "req-" + action,
+			Detail: map[string]any{"n": 1}})
+	}
+	_, err = s.CreateOperatorToken(audited("operator_token.create", "viewer"), "viewer", "read", ptHash("viewer-token"))
+	ptMust(t, err, "operator token")
+	_, err = s.CreateOperatorToken(ctx, "ops", "admin", ptHash("ops-token"))
+	ptMust(t, err, "operator token")
+	_, err = s.RotateOperatorToken(audited("operator_token.rotate", "viewer"), "viewer", ptHash("viewer-token-2"))
+	ptMust(t, err, "rotate operator token")
+	ptMust(t, s.SetPolicy(audited("agent.policy.set", ptEve), ptEve, "open"), "audited policy")
 	return n
 }
 
@@ -254,6 +267,31 @@ func TestPortableRoundTrip(t *testing.T) {
 			}
 			if is.AgentsWithoutToken != 0 {
 				t.Fatalf("%d agents without token after an import with hashes", is.AgentsWithoutToken)
+			}
+			if xs.Counts[store.KindOperatorToken] != 2 || xs.Counts[store.KindAudit] != 3 {
+				t.Fatalf("exported %v, want 2 operator tokens and 3 audit rows", xs.Counts)
+			}
+			// Operator tokens keep working; the audit log reads the same
+			// but for the ids, which are the store's own.
+			if name, scope, err := dst.AuthenticateOperator(ctx, ptHash("viewer-token-2")); err != nil || name != "viewer" || scope != "read" {
+				t.Fatalf("imported operator token: %q %q %v", name, scope, err)
+			}
+			srcTokens, _ := src.ListOperatorTokens(ctx)
+			dstTokens, _ := dst.ListOperatorTokens(ctx)
+			if !reflect.DeepEqual(srcTokens, dstTokens) {
+				t.Fatalf("operator tokens differ:\n src %s\n dst %s", ptJSON(srcTokens), ptJSON(dstTokens))
+			}
+			srcAudit, _ := src.ListAudit(ctx, store.AuditFilter{})
+			dstAudit, _ := dst.ListAudit(ctx, store.AuditFilter{})
+			if len(srcAudit) != 3 || len(dstAudit) != 3 {
+				t.Fatalf("audit rows: %d at the source, %d imported", len(srcAudit), len(dstAudit))
+			}
+			for i := range srcAudit {
+				a, b := srcAudit[i], dstAudit[i]
+				a.ID, b.ID = 0, 0
+				if !reflect.DeepEqual(a, b) {
+					t.Fatalf("audit row %d differs:\n src %s\n dst %s", i, ptJSON(a), ptJSON(b))
+				}
 			}
 			wantEvents := int64(len(ptEvents(t, src)))
 			if xs.Counts[store.KindEvent] != wantEvents || wantEvents < ptBulk+20 {
@@ -469,8 +507,10 @@ func TestPortableWithoutTokenHashes(t *testing.T) {
 		ptMust(t, s.CreateAgent(ctx, store.NewAgent{Handle: ptOld, InboundPolicy: "open", TokenHash: ptHash(ptToken(ptOld))}), "create")
 		_, err := s.DeleteAgent(ctx, ptOld)
 		ptMust(t, err, "delete")
+		_, err = s.CreateOperatorToken(ctx, "ops", "admin", ptHash("ops-token"))
+		ptMust(t, err, "operator token")
 		file, xs := ptExport(t, s, false)
-		if xs.TokenHashes != 0 || bytes.Contains(file, []byte("token_hash")) {
+		if xs.TokenHashes != 0 || bytes.Contains(file, []byte("token_hash")) || bytes.Contains(file, []byte(`"kind":"operator_token"`)) {
 			t.Fatalf("export without hashes wrote %d hashes:\n%s", xs.TokenHashes, file)
 		}
 		is, err := dst.Import(ctx, bytes.NewReader(file))
