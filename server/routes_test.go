@@ -292,33 +292,11 @@ func TestRouteTableAnswers(t *testing.T) {
 			cfg.Chorus.Key = key
 			cfg.Chorus.PublicURL = "http://aspd.invalid"
 		})
+		c := opClient{t: t, hs: hs} // operator_test.go
 		do := func(method, path, tok string, body any) (int, []byte) {
 			t.Helper()
-			var rd io.Reader
-			if body != nil {
-				b, err := json.Marshal(body)
-				if err != nil {
-					t.Fatal(err)
-				}
-				rd = bytes.NewReader(b)
-			}
-			req, err := http.NewRequest(method, hs.URL+path, rd)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if tok != "" {
-				req.Header.Set("Authorization", "Bearer "+tok)
-			}
-			resp, err := hs.Client().Do(req)
-			if err != nil {
-				t.Fatalf("%s %s: %v", method, path, err)
-			}
-			defer resp.Body.Close()
-			b, err := io.ReadAll(resp.Body)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return resp.StatusCode, b
+			a := c.do(method, path, tok, "", body)
+			return a.status, a.body
 		}
 		checked := map[string]bool{}
 		// check does the request and checks its answer against the route
