@@ -82,3 +82,48 @@ func BenchmarkAppendMessage(b *testing.B) {
 }
 
 func runtimeProcs() int { return runtime.GOMAXPROCS(0) }
+
+// BenchmarkAuditedChange measures what the audit row adds to an operator
+// change (an agent's policy set, one transaction) on each backend, and the
+// named operator token's lookup that authenticates every operator request.
+// Run: go test ./store -run '^$' -bench 'AuditedChange|AuthenticateOperator' -benchtime 2000x
+func BenchmarkAuditedChange(b *testing.B) {
+	for _, be := range dbtest.Backends() {
+		for _, audited := range []bool{false, true} {
+			b.Run(fmt.Sprintf("%s/audited=%v", be.Name, audited), func(b *testing.B) {
+				s, _ := benchSessions(b, be.New(b), 0, false)
+				policies := []string{"open", "allowlist"}
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					ctx := context.Background()
+					if audited {
+						ctx = store.WithAudit(ctx, &store.AuditEntry{Actor: "ops", Action: "agent.policy.set", Target: "@bench.a",
+							RequestID: "bench", Detail: map[string]any{"inbound_policy": policies[i%2]}})
+					}
+					if err := s.SetPolicy(ctx, "@bench.a", policies[i%2]); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}
+
+func BenchmarkAuthenticateOperator(b *testing.B) {
+	for _, be := range dbtest.Backends() {
+		b.Run(be.Name, func(b *testing.B) {
+			s, _ := benchSessions(b, be.New(b), 0, false)
+			ctx := context.Background()
+			hash := []byte("0123456789abcdef0123456789abcdef")
+			if _, err := s.CreateOperatorToken(ctx, "ops", "admin", hash); err != nil {
+				b.Fatal(err)
+			}
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if _, _, err := s.AuthenticateOperator(ctx, hash); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
