@@ -39,7 +39,7 @@ import (
 // cluster) is app.Config, given to the application, not to the server.
 type Config struct {
 	MaxBodyBytes    int64         // request body limit
-	AdminTokenHash  []byte        // SHA-256 of the operator token
+	AdminTokenHash  []byte        // SHA-256 of the bootstrap operator token (named ones are in the store)
 	PingInterval    time.Duration // WebSocket keepalive
 	WSReadLimit     int64         // largest client-to-server WebSocket message
 	StreamKeepalive time.Duration // interval of SSE keepalive comments on GET /stream
