@@ -485,3 +485,25 @@ func TestOperatorTokenLifecycleOverTheWire(t *testing.T) {
 		}
 	})
 }
+
+// TestOperatorTokenRevokedOnEveryNode: two aspd processes on one PostgreSQL
+// database (as the nodes of a cluster): a token created on one works on
+// the other, and once revoked on one it is refused at once on the other,
+// since named tokens are looked up in the store on every request.
+func TestOperatorTokenRevokedOnEveryNode(t *testing.T) {
+	url := dbtest.Postgres(t)
+	_, a := newOpServer(t, url)
+	_, b := newOpServer(t, url)
+	tok := a.token(routesTestAdminToken, "ops", protocol.ScopeAdmin)
+	b.must(http.StatusOK, "GET", "/admin/v1/whoami", tok, nil, nil)
+	var rot protocol.OperatorTokenWithSecret
+	a.must(http.StatusOK, "POST", "/admin/v1/operator-tokens/ops/rotate", routesTestAdminToken, nil, &rot)
+	if r := b.do("GET", "/admin/v1/whoami", tok, "", nil); r.status != http.StatusUnauthorized {
+		t.Fatalf("the rotated-out secret on the other node: %d %s", r.status, r.body)
+	}
+	b.must(http.StatusOK, "GET", "/admin/v1/whoami", rot.Token, nil, nil)
+	a.must(http.StatusNoContent, "DELETE", "/admin/v1/operator-tokens/ops", routesTestAdminToken, nil, nil)
+	if r := b.do("GET", "/admin/v1/whoami", rot.Token, "", nil); r.status != http.StatusUnauthorized {
+		t.Fatalf("a revoked token on the other node: %d %s", r.status, r.body)
+	}
+}
