@@ -1,0 +1,312 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/getkin/kin-openapi/openapi3filter"
+	"github.com/getkin/kin-openapi/routers"
+	"github.com/getkin/kin-openapi/routers/legacy"
+)
+
+// The response check: every HTTP response the suite receives from an aspd
+// it started is checked against the OpenAPI description (docs/openapi.json,
+// which server's TestOpenAPIFile keeps equal to what aspd serves at
+// /openapi.json). It is a RoundTripper installed as http.DefaultTransport in
+// TestMain, so every client built on it (http.Get, http.DefaultClient, the
+// MCP SDK's clients through bearer, the WebSocket dialer) is covered
+// without any test opting in; clients with a transport of their own (a
+// custom dialer) are not.
+//
+// Only responses are checked: tests send malformed requests on purpose,
+// and those must still be answered as described (an error body). A
+// mismatch fails the test that started the aspd that answered (the owner
+// of its host:port) with t.Errorf: the call itself goes on unchanged, so a
+// test that expects the answer still sees it.
+
+// openAPICheck is the response-validating transport.
+type openAPICheck struct {
+	next   http.RoundTripper
+	router routers.Router
+	errors *openapi3.SchemaRef // ErrorBody: any error answer, described route or not
+
+	mu     sync.Mutex
+	owners map[string]testing.TB // host:port of an aspd -> the test that started it
+}
+
+// responseCheck is the transport TestMain installs (nil until then).
+var responseCheck *openAPICheck
+
+// newOpenAPICheck loads the description at path and wraps next.
+func newOpenAPICheck(path string, next http.RoundTripper) (*openAPICheck, error) {
+	loader := openapi3.NewLoader()
+	doc, err := loader.LoadFromFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("openapi: load %s: %w", path, err)
+	}
+	router, err := legacy.NewRouter(doc)
+	if err != nil {
+		return nil, fmt.Errorf("openapi: router: %w", err)
+	}
+	errSchema := doc.Components.Schemas["ErrorBody"]
+	if errSchema == nil {
+		return nil, errors.New("openapi: no ErrorBody component")
+	}
+	return &openAPICheck{next: next, router: router, errors: errSchema, owners: map[string]testing.TB{}}, nil
+}
+
+// installResponseCheck makes every default-transport request in this
+// process go through the check. Called once, from TestMain.
+func installResponseCheck() error {
+	c, err := newOpenAPICheck(filepath.Join("..", "docs", "openapi.json"), http.DefaultTransport)
+	if err != nil {
+		return err
+	}
+	responseCheck = c
+	http.DefaultTransport = c
+	return nil
+}
+
+// own makes t the test whose aspd listens at the URL's host:port, until t
+// ends. Restarting on the same address keeps the owner.
+func (c *openAPICheck) own(t testing.TB, rawURL string) {
+	if c == nil {
+		return
+	}
+	host := strings.TrimPrefix(rawURL, "http://")
+	c.mu.Lock()
+	c.owners[host] = t
+	c.mu.Unlock()
+	t.Cleanup(func() {
+		c.mu.Lock()
+		if c.owners[host] == t {
+			delete(c.owners, host)
+		}
+		c.mu.Unlock()
+	})
+}
+
+// report fails the owner of host, if it still runs. It holds the lock while
+// it reports, so that the owner cannot end (its cleanup takes the lock)
+// between the lookup and the report: reporting to an ended test panics.
+func (c *openAPICheck) report(host, msg string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if t := c.owners[host]; t != nil {
+		t.Errorf("%s", msg)
+	}
+}
+
+func (c *openAPICheck) owned(host string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.owners[host] != nil
+}
+
+// maxChecked bounds the body the check reads into memory; no answer of the
+// API that the suite reads whole is near it.
+const maxChecked = 64 << 20
+
+func (c *openAPICheck) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := c.next.RoundTrip(req)
+	if err != nil || !c.owned(req.URL.Host) {
+		return resp, err
+	}
+	if problem := c.check(req, resp); problem != "" {
+		c.report(req.URL.Host, fmt.Sprintf("openapi: %s %s: %d %s: %s",
+			req.Method, req.URL.RequestURI(), resp.StatusCode, resp.Header.Get("Content-Type"), problem))
+	}
+	return resp, nil
+}
+
+// streamed reports whether a response's body is a stream the client reads
+// as it comes (it cannot be read whole here without changing the test):
+// a WebSocket, server-sent events, NDJSON.
+func streamed(resp *http.Response) bool {
+	if resp.StatusCode == http.StatusSwitchingProtocols {
+		return true
+	}
+	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	return mt == "text/event-stream" || mt == "application/x-ndjson"
+}
+
+// check validates resp (whose body it may read and replace with a copy)
+// and says what is wrong with it, or "".
+func (c *openAPICheck) check(req *http.Request, resp *http.Response) string {
+	var body []byte
+	if !streamed(resp) {
+		b, err := io.ReadAll(io.LimitReader(resp.Body, maxChecked))
+		resp.Body.Close()
+		resp.Body = io.NopCloser(io.MultiReader(bytes.NewReader(b), errReader{err}))
+		if err != nil {
+			// The test gave up on the call (a client timeout, a
+			// cancelled context): it sees the error, there is nothing
+			// whole to check.
+			return ""
+		}
+		body = b
+	}
+
+	route, params, err := c.router.FindRoute(req)
+	if err != nil {
+		// Not a described operation (a probe of an unknown path or
+		// method): the answer is an error, described as such.
+		if resp.StatusCode < 400 {
+			return fmt.Sprintf("no described operation (%v), and the answer is not an error", err)
+		}
+		return c.checkError(resp, body)
+	}
+	input := &openapi3filter.ResponseValidationInput{
+		RequestValidationInput: &openapi3filter.RequestValidationInput{Request: req, PathParams: params, Route: route},
+		Status:                 resp.StatusCode,
+		Header:                 resp.Header,
+		Options: &openapi3filter.Options{
+			IncludeResponseStatus: true,
+			MultiError:            true,
+			ExcludeResponseBody:   body == nil,
+		},
+	}
+	if body != nil {
+		input.SetBodyBytes(body)
+	}
+	if err := openapi3filter.ValidateResponse(context.Background(), input); err != nil {
+		return fmt.Sprintf("%v\n%s", err, excerpt(body))
+	}
+	if body == nil && resp.StatusCode != http.StatusSwitchingProtocols {
+		// The body is not read, but its media type must be described.
+		if r := route.Operation.Responses.Status(resp.StatusCode); r != nil && r.Value != nil && len(r.Value.Content) > 0 &&
+			r.Value.Content.Get(resp.Header.Get("Content-Type")) == nil {
+			return "media type not described"
+		}
+	}
+	return ""
+}
+
+// checkError validates an error answer against ErrorBody.
+func (c *openAPICheck) checkError(resp *http.Response, body []byte) string {
+	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt != "application/json" {
+		return "an error answer that is not JSON"
+	}
+	v, err := decodeJSON(body)
+	if err != nil {
+		return fmt.Sprintf("error answer: %v\n%s", err, excerpt(body))
+	}
+	if err := c.errors.Value.VisitJSON(v, openapi3.MultiErrors(), openapi3.EnableJSONSchema2020(), openapi3.VisitAsResponse()); err != nil {
+		return fmt.Sprintf("error answer does not match ErrorBody: %v\n%s", err, excerpt(body))
+	}
+	return ""
+}
+
+func decodeJSON(b []byte) (any, error) {
+	var v any
+	if err := json.Unmarshal(b, &v); err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
+// excerpt is the start of a body, for a report.
+func excerpt(b []byte) string {
+	const n = 2000
+	if len(b) > n {
+		return string(b[:n]) + "…"
+	}
+	return string(b)
+}
+
+// errReader returns err (io.EOF if nil) once the copied body is read.
+type errReader struct{ err error }
+
+func (r errReader) Read([]byte) (int, error) {
+	if r.err == nil {
+		return 0, io.EOF
+	}
+	return 0, r.err
+}
+
+// recordingTB records what is reported to it instead of failing.
+type recordingTB struct {
+	testing.TB
+	mu     sync.Mutex
+	errors []string
+}
+
+func (r *recordingTB) Errorf(format string, args ...any) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.errors = append(r.errors, fmt.Sprintf(format, args...))
+}
+
+func (r *recordingTB) reported() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.errors...)
+}
+
+// TestResponseCheck: the check reports an answer that the description
+// does not allow (a body of the wrong shape, a status not described, an
+// unknown path answered with anything but an error body) to the test that
+// owns the server, accepts one it allows, and leaves the body readable.
+func TestResponseCheck(t *testing.T) {
+	c, err := newOpenAPICheck(filepath.Join("..", "docs", "openapi.json"), http.DefaultTransport)
+	if err != nil {
+		t.Fatal(err)
+	}
+	answers := map[string]struct {
+		status int
+		body   string
+	}{
+		"GET /sessions/ses_1":  {http.StatusOK, `{"nope":1}`},
+		"GET /sessions/ses_2":  {http.StatusNotFound, `{"error":{"code":"not_found","message":"no such session"}}`},
+		"POST /sessions":       {http.StatusOK, `{"session_id":"ses_1"}`},
+		"GET /no/such/path":    {http.StatusOK, `{}`},
+		"GET /no/such/path/2":  {http.StatusNotFound, `{"error":"not found"}`},
+		"GET /no/such/path/3":  {http.StatusNotFound, `{"error":{"code":"not_found","message":"Not Found"}}`},
+		"DELETE /openapi.json": {http.StatusMethodNotAllowed, `{"error":{"code":"method_not_allowed","message":"Method Not Allowed"}}`},
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		a := answers[r.Method+" "+r.URL.Path]
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(a.status)
+		io.WriteString(w, a.body)
+	}))
+	defer srv.Close()
+	fake := srv.URL
+	client := &http.Client{Transport: c}
+	wantBad := map[string]bool{"GET /sessions/ses_1": true, "POST /sessions": true, "GET /no/such/path": true, "GET /no/such/path/2": true}
+	for call, a := range answers {
+		rec := &recordingTB{TB: t}
+		c.own(rec, fake)
+		method, path, _ := strings.Cut(call, " ")
+		req, err := http.NewRequest(method, fake+path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil || string(body) != a.body {
+			t.Errorf("%s: the caller read %q, %v; want %q", call, body, err, a.body)
+		}
+		got := rec.reported()
+		t.Logf("%s: %q", call, got)
+		if (len(got) > 0) != wantBad[call] {
+			t.Errorf("%s: reported %q, want a report: %v", call, got, wantBad[call])
+		}
+	}
+}
