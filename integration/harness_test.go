@@ -135,7 +135,7 @@ func startServer(t testing.TB, dbURL string, args ...string) *server {
 	t.Helper()
 	s := &server{t: t, dbURL: dbURL, dir: t.TempDir(), admin: "admin-" + fmt.Sprint(time.Now().UnixNano()), args: args}
 	s.start("127.0.0.1:0")
-	responseCheck.own(t, s.url)
+	responseCheck.Own(t, s.url)
 	t.Cleanup(func() {
 		s.stop()
 		// Under GOFLAGS=-race the server is built with the race detector,
