@@ -107,3 +107,69 @@ func TestResponseCheck(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkCheck: what the check adds to a call, against a local server:
+// "plain" is the transport alone, "checked" the same call through the
+// check, for a small answer (GET /healthz), an error answer and a page of
+// 50 session.message events (GET /sessions/{id}/events).
+func BenchmarkCheck(b *testing.B) {
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "openapi.json"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	var page strings.Builder
+	page.WriteString(`{"events":[`)
+	for i := 1; i <= 50; i++ {
+		if i > 1 {
+			page.WriteByte(',')
+		}
+		fmt.Fprintf(&page, `{"type":"session.message","session_id":"sess_01ABC","event_id":"evt_%02d","sequence":%d,"created_at":1795735316825,`+
+			`"payload":{"id":"msg_%02d","session_id":"sess_01ABC","sender":"@acme.alice","sequence":%d,"content":"message number %d, of some ordinary length for a chat","created_at":1795735316825}}`,
+			i, i, i, i, i)
+	}
+	page.WriteString(`],"next_cursor":"50"}`)
+	answers := map[string]struct {
+		status int
+		body   string
+	}{
+		"/healthz":                    {http.StatusOK, `{"status":"ok"}`},
+		"/sessions/sess_01ABC":        {http.StatusNotFound, `{"error":{"code":"not_found","message":"no such session"}}`},
+		"/sessions/sess_01ABC/events": {http.StatusOK, page.String()},
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		a := answers[r.URL.Path]
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(a.status)
+		io.WriteString(w, a.body)
+	}))
+	defer srv.Close()
+	plain := http.DefaultTransport.(*http.Transport).Clone()
+	checked, err := openapicheck.New(doc, plain)
+	if err != nil {
+		b.Fatal(err)
+	}
+	rec := &recordingTB{TB: b}
+	checked.Own(rec, srv.URL)
+	for _, name := range []string{"healthz", "error", "events"} {
+		path := map[string]string{"healthz": "/healthz", "error": "/sessions/sess_01ABC", "events": "/sessions/sess_01ABC/events"}[name]
+		for _, via := range []struct {
+			name string
+			rt   http.RoundTripper
+		}{{"plain", plain}, {"checked", checked}} {
+			b.Run(name+"/"+via.name, func(b *testing.B) {
+				client := &http.Client{Transport: via.rt}
+				for b.Loop() {
+					resp, err := client.Get(srv.URL + path)
+					if err != nil {
+						b.Fatal(err)
+					}
+					io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+				}
+			})
+		}
+	}
+	if got := rec.reported(); len(got) > 0 {
+		b.Fatalf("the benchmark's answers do not match the description: %q", got)
+	}
+}
