@@ -28,18 +28,10 @@ cd "$ROOT"
 
 SECURITY_THRESHOLD=20
 
-missing=()
-command -v promtool >/dev/null 2>&1 || missing+=("promtool (Debian package prometheus)")
-command -v systemd-analyze >/dev/null 2>&1 || missing+=("systemd-analyze (Debian package systemd)")
-if [ "${#missing[@]}" -gt 0 ]; then
-	msg="*** check-deploy: ${missing[*]} not found: the operations kit is NOT checked."
-	if [ "${ASPD_REQUIRE_OPSKIT:-}" = "1" ]; then
-		echo "$msg ASPD_REQUIRE_OPSKIT=1: failing instead of skipping." >&2
-		exit 1
-	fi
-	echo "$msg Set ASPD_REQUIRE_OPSKIT=1 to make this a failure." >&2
-	exit 0
-fi
+# shellcheck source=require.sh
+. "$ROOT/scripts/require.sh"
+require_tools ASPD_REQUIRE_OPSKIT "the operations kit is" \
+	"promtool (Debian package prometheus)" "systemd-analyze (Debian package systemd)"
 
 echo "== promtool check rules"
 promtool check rules deploy/prometheus/aspd-rules.yml

@@ -19,19 +19,10 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 SRC="$ROOT/scripts/openapi-ts"
 
-missing=()
-for tool in node npm sha256sum; do
-	command -v "$tool" >/dev/null 2>&1 || missing+=("$tool")
-done
-if [ "${#missing[@]}" -gt 0 ]; then
-	msg="*** openapi-ts-check: ${missing[*]} not found: the TypeScript client is NOT checked."
-	if [ "${ASPD_REQUIRE_NPM:-}" = "1" ]; then
-		echo "$msg ASPD_REQUIRE_NPM=1: failing instead of skipping." >&2
-		exit 1
-	fi
-	echo "$msg Set ASPD_REQUIRE_NPM=1 to make this a failure." >&2
-	exit 0
-fi
+# shellcheck source=require.sh
+. "$ROOT/scripts/require.sh"
+require_tools ASPD_REQUIRE_NPM "the TypeScript client is" \
+	"node (Debian package nodejs)" "npm (Debian package npm)" sha256sum
 
 lock_hash="$(sha256sum "$SRC/package-lock.json" | cut -c1-16)"
 tools="${ASPD_OPENAPI_TS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/aspd/openapi-ts}/$lock_hash"
