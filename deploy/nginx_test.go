@@ -1,6 +1,7 @@
 // Package deploy holds no code: its tests check the deployment files beside
-// them (nginx.cluster.conf) and the copy of that configuration in
-// docs/cluster.md, so that neither routes a node-local path round-robin.
+// them: nginx.cluster.conf (and its copy in docs/cluster.md), so that neither
+// routes a node-local path round-robin; and the operations kit (opskit_test.go),
+// whose alert rules and dashboard may name only metrics aspd exports.
 package deploy
 
 import (

@@ -40,6 +40,7 @@ func ddStart(t *testing.T, dir string, log *aspdtest.Log) *server {
 		t.Fatal(err)
 	}
 	s := &server{t: t, url: p.URL, dir: dir, admin: strings.TrimSpace(string(tok)), proc: p}
+	responseCheck.Own(t, s.url)
 	t.Cleanup(func() {
 		s.stop()
 		if t.Failed() {

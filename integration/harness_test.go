@@ -26,6 +26,11 @@ var aspdBin string
 func TestMain(m *testing.M) {
 	bin, cleanup := aspdtest.MustBuild()
 	aspdBin = bin
+	if err := installResponseCheck(); err != nil {
+		cleanup()
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
 	code := m.Run()
 	cleanup()
 	os.Exit(code)
@@ -130,6 +135,7 @@ func startServer(t testing.TB, dbURL string, args ...string) *server {
 	t.Helper()
 	s := &server{t: t, dbURL: dbURL, dir: t.TempDir(), admin: "admin-" + fmt.Sprint(time.Now().UnixNano()), args: args}
 	s.start("127.0.0.1:0")
+	responseCheck.Own(t, s.url)
 	t.Cleanup(func() {
 		s.stop()
 		// Under GOFLAGS=-race the server is built with the race detector,

@@ -8,6 +8,9 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -15,6 +18,7 @@ import (
 	"github.com/aspd/aspd/internal/chorus"
 	"github.com/aspd/aspd/internal/daemon"
 	"github.com/aspd/aspd/internal/dbtest"
+	"github.com/aspd/aspd/internal/openapicheck"
 	"github.com/aspd/aspd/protocol"
 	"github.com/aspd/aspd/replay"
 	"github.com/aspd/aspd/server"
@@ -83,7 +87,37 @@ func startEnv(t *testing.T, url string, cfg daemon.Config, log *slog.Logger, pre
 		d.Close()
 		st.Close()
 	})
+	// Every answer the test's client receives must be as described.
+	check := responseCheck(t)
+	hs.Client().Transport = check
+	check.Own(t, hs.URL)
 	return &env{t: t, srv: hs}
+}
+
+var (
+	checkOnce sync.Once
+	check     *openapicheck.Transport
+	checkErr  error
+)
+
+// responseCheck is the transport that checks answers against the
+// committed description (docs/openapi.json, which TestOpenAPIFile keeps
+// equal to the generated one): shared by every test's server, each test
+// the owner of its own (internal/openapicheck).
+func responseCheck(t *testing.T) *openapicheck.Transport {
+	t.Helper()
+	checkOnce.Do(func() {
+		doc, err := os.ReadFile(filepath.Join("..", "docs", "openapi.json"))
+		if err != nil {
+			checkErr = err
+			return
+		}
+		check, checkErr = openapicheck.New(doc, http.DefaultTransport.(*http.Transport).Clone())
+	})
+	if checkErr != nil {
+		t.Fatalf("the OpenAPI response check: %v", checkErr)
+	}
+	return check
 }
 
 // forEachBackend runs fn on a fresh in-process server per backend.

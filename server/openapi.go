@@ -60,6 +60,11 @@ var aspRoutes = map[string][2]string{
 // is one (events.json: any session event).
 var aspRootSchemas = map[string]string{"events.json": "SessionEvent"}
 
+// extraMedia are the media types a route answers with besides its
+// produces: the console's assets (internal/console/assets) are scripts and
+// style sheets as well as pages.
+var extraMedia = map[string][]string{"GET /console/*": {"text/javascript", "text/css"}}
+
 // integerParams are the query parameters whose value is an integer; every
 // other one is a string.
 var integerParams = map[string]bool{"limit": true, "after_sequence": true, "timeout_seconds": true}
@@ -123,6 +128,20 @@ func generateOpenAPI(table []route) ([]byte, error) {
 				"Error": map[string]any{
 					"description": "An error: a machine-readable code (docs/errors.md), a message, and the offending field if any.",
 					"content":     map[string]any{echo.MIMEApplicationJSON: map[string]any{"schema": errorSchema}},
+				},
+				// aspd answers authentication, body limits and store
+				// outages on /mcp with its error body; the MCP SDK answers
+				// a request its transport refuses (a wrong Accept or
+				// Content-Type, an unsupported protocol version) with a
+				// JSON-RPC error or a line of text.
+				"MCPError": map[string]any{
+					"description": "An error: aspd's error body (docs/errors.md), a JSON-RPC 2.0 error response, or the MCP SDK's text.",
+					"content": map[string]any{
+						echo.MIMEApplicationJSON: map[string]any{"schema": map[string]any{"anyOf": []any{errorSchema,
+							map[string]any{"type": "object", "required": []string{"jsonrpc", "error"},
+								"description": "A JSON-RPC 2.0 error response."}}}},
+						echo.MIMETextPlain: map[string]any{"schema": map[string]any{"type": "string"}},
+					},
 				},
 			},
 			"securitySchemes": map[string]any{
@@ -261,15 +280,17 @@ func (g *schemaGen) operation(rt *route) (string, map[string]any, error) {
 	case rt.status >= 300 && rt.status < 400:
 		success["headers"] = map[string]any{"Location": map[string]any{"schema": map[string]any{"type": "string"}}}
 	default:
-		success["content"] = map[string]any{media: map[string]any{"schema": map[string]any{"type": "string"}}}
+		content := map[string]any{media: map[string]any{"schema": map[string]any{"type": "string"}}}
+		for _, m := range extraMedia[rt.method+" "+rt.path] {
+			content[m] = map[string]any{"schema": map[string]any{"type": "string"}}
+		}
+		success["content"] = content
 	}
-	responses := map[string]any{strconv.Itoa(rt.status): success}
-	// The console's static handler answers its own (non-JSON) 404.
-	if !strings.HasPrefix(rt.path, "/console") {
-		responses["4XX"] = map[string]any{"$ref": "#/components/responses/Error"}
-		responses["5XX"] = map[string]any{"$ref": "#/components/responses/Error"}
+	errorAnswer := map[string]any{"$ref": "#/components/responses/Error"}
+	if rt.auth == authMCP {
+		errorAnswer = map[string]any{"$ref": "#/components/responses/MCPError"}
 	}
-	op["responses"] = responses
+	op["responses"] = map[string]any{strconv.Itoa(rt.status): success, "4XX": errorAnswer, "5XX": errorAnswer}
 	return path, op, nil
 }
 

@@ -67,14 +67,30 @@ func Handler(a *app.App, maxBody int64) http.Handler {
 		// may well be valid) nor 500. The answer is handed to the verifier
 		// in the request's context, so the token is checked once (a Chorus
 		// MCP token, which is not cached, costs one database read, not two).
-		if tok := bearerToken(r); tok != "" {
-			handle, err := a.Authenticate(r.Context(), tok)
-			if err != nil && app.StoreUnavailable(err) {
-				writeError(w, app.Answer(err), app.StoreRetryAfterSeconds)
+		// A missing or refused token is answered here too, as REST answers
+		// it: 401 with the error body (docs/errors.md) and the challenge; the
+		// SDK's middleware would answer text/plain, which the OpenAPI
+		// description (every 4xx is an error body) does not allow.
+		tok := bearerToken(r)
+		if tok == "" {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="aspd"`)
+			writeError(w, app.Unauthorized(), 0)
+			return
+		}
+		handle, err := a.Authenticate(r.Context(), tok)
+		if err != nil {
+			pe := app.Answer(err)
+			switch {
+			case app.StoreUnavailable(err):
+				writeError(w, pe, app.StoreRetryAfterSeconds)
+				return
+			case pe.Status == http.StatusUnauthorized:
+				w.Header().Set("WWW-Authenticate", `Bearer realm="aspd"`)
+				writeError(w, pe, 0)
 				return
 			}
-			r = r.WithContext(context.WithValue(r.Context(), authKey{}, &authResult{token: tok, handle: handle, err: err}))
 		}
+		r = r.WithContext(context.WithValue(r.Context(), authKey{}, &authResult{token: tok, handle: handle, err: err}))
 		protected.ServeHTTP(&challenge{ResponseWriter: w}, r)
 	})
 }

@@ -3,6 +3,7 @@ package mcp_test
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -259,9 +260,15 @@ func TestHTTPBearer(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		body, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
 		if resp.StatusCode != http.StatusUnauthorized || !strings.HasPrefix(resp.Header.Get("WWW-Authenticate"), "Bearer") {
 			t.Fatalf("token %q: %d, WWW-Authenticate %q; want 401 with a Bearer challenge", token, resp.StatusCode, resp.Header.Get("WWW-Authenticate"))
+		}
+		// The REST error body, as every 4xx of the API (docs/openapi.json).
+		var eb protocol.ErrorBody
+		if resp.Header.Get("Content-Type") != "application/json" || json.Unmarshal(body, &eb) != nil || eb.Error == nil || eb.Error.Code != protocol.CodeUnauthorized {
+			t.Fatalf("token %q: 401 %s %s; want the error body, code unauthorized", token, resp.Header.Get("Content-Type"), body)
 		}
 	}
 
