@@ -39,7 +39,32 @@ type Event struct {
 	Sequence  int64           `json:"sequence"`
 	CreatedAt int64           `json:"created_at"`
 	Payload   json.RawMessage `json:"payload"`
+	// Redacted is set on an event whose content an operator removed
+	// (docs/api.md, "Redacted events"); absent on every other event.
+	Redacted *Redaction `json:"redacted,omitempty"`
 }
+
+// Redaction says who removed an event's content, when and why. As in
+// Matrix, the event keeps its place in the log (sequence, type, sender,
+// created_at): sequences stay gap-free and cursors stay valid.
+type Redaction struct {
+	At     int64  `json:"at"`
+	By     string `json:"by"`
+	Reason string `json:"reason"`
+}
+
+// RedactRequest is the body of POST /admin/v1/sessions/{id}/events/{sequence}/redact.
+type RedactRequest struct {
+	Reason string `json:"reason"`
+}
+
+// RedactedContent is what a redacted message's content becomes: a
+// non-empty string, so that the tombstone still validates against
+// common.json#/$defs/Content (which admits no empty content).
+const RedactedContent = "[redacted]"
+
+// MaxRedactReasonBytes bounds a redaction's reason (UTF-8 bytes).
+const MaxRedactReasonBytes = 500
 
 // InvitedPayload is the payload of session.invited.
 type InvitedPayload struct {

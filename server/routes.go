@@ -278,6 +278,11 @@ var routeTable = []route{
 		status: http.StatusOK, produces: mediaSSE,
 		summary: "A session's log, then its new events as they commit (Server-Sent Events; data: an event).",
 		handler: (*Server).adminLiveEvents},
+	// TODO(lead): with the audit mechanism merged, add action: "event.redact".
+	{method: http.MethodPost, path: "/admin/v1/sessions/:id/events/:sequence/redact", auth: authOperator,
+		request: protocol.RedactRequest{}, response: protocol.Event{}, status: http.StatusOK,
+		summary: "Redact an event: its content is replaced by a tombstone everywhere it is read; its place in the log stays.",
+		handler: (*Server).adminRedact},
 	{method: http.MethodGet, path: "/admin/v1/health", auth: authOperator,
 		response: protocol.OperatorHealth{}, status: http.StatusOK,
 		summary: "A health sample: store, connections, delivery, Chorus.",

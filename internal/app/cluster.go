@@ -69,6 +69,8 @@ func (l clusterLocal) CutOff(handle, reason string) { l.a.cutOffLocal(handle, re
 
 func (l clusterLocal) ResetAuth() { l.a.auth.reset() }
 
+func (l clusterLocal) Forget(sessionID string) { l.a.hub.Forget(sessionID) }
+
 func (l clusterLocal) NodeLost() {
 	l.a.auth.reset()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

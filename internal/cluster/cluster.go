@@ -83,6 +83,9 @@ type Local interface {
 	PublishRemote(sessionID string, events []store.StoredEvent, head int64, handles []string)
 	// CutOff ends a handle's streams and cached authentications here.
 	CutOff(handle, reason string)
+	// Forget drops what this process holds in memory of a session's events
+	// (its ring): another node rewrote (redacted) or purged some of them.
+	Forget(sessionID string)
 	// ResetAuth drops every cached authentication (control messages may
 	// have been missed while the listener was down).
 	ResetAuth()
@@ -248,6 +251,10 @@ func (n *Node) Peers() int64 { return n.peers.Load() }
 // (a handle always starts with @).
 const helloMark = "+hello"
 
+// forgetMark is the control payload's handle position in a Forget; the
+// session id follows in the reason's position.
+const forgetMark = "+forget"
+
 // refreshPeers counts the other registered nodes. On an error it assumes
 // there are some: a needless NOTIFY costs little, a missing one delays.
 func (n *Node) refreshPeers(ctx context.Context) {
@@ -279,6 +286,18 @@ func (n *Node) Committed(c *store.Commit) {
 	sp := span{First: c.Events[0].Sequence, Last: c.Events[len(c.Events)-1].Sequence}
 	n.mu.Lock()
 	n.out[c.SessionID] = n.out[c.SessionID].merge(sp)
+	n.mu.Unlock()
+	select {
+	case n.wakeOut <- struct{}{}:
+	default:
+	}
+}
+
+// Forget tells the other nodes to drop their in-memory copies of a
+// session's events: some were rewritten (redacted) or purged here.
+func (n *Node) Forget(sessionID string) {
+	n.mu.Lock()
+	n.control = append(n.control, n.id+" "+forgetMark+" "+sessionID)
 	n.mu.Unlock()
 	select {
 	case n.wakeOut <- struct{}{}:
@@ -592,6 +611,10 @@ func (n *Node) received(channel, payload string) {
 			case n.peersChanged <- struct{}{}:
 			default:
 			}
+			return
+		}
+		if handle == forgetMark {
+			n.local.Forget(reason)
 			return
 		}
 		n.local.CutOff(handle, reason)
