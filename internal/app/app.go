@@ -51,6 +51,8 @@ type Config struct {
 	// Cluster, when set, makes this process one node of several on one
 	// PostgreSQL database (cluster.go, docs/cluster.md); nil: single node.
 	Cluster *cluster.Config
+	// Retention purges sessions ended long ago (retention.go); zero: never.
+	Retention RetentionConfig
 }
 
 // App is the application layer over one store, one hub and one frame
@@ -80,6 +82,8 @@ type App struct {
 	wg   sync.WaitGroup
 
 	liveWatches watchCount // the operator's open live transcripts (live.go)
+
+	retention RetentionStats // what retention purged (retention.go)
 }
 
 // New builds the application layer on st, with its own hub (whose presence
@@ -161,7 +165,16 @@ func (a *App) Start(ctx context.Context) error {
 	a.wg.Add(2)
 	go a.sweepGrace()
 	go a.expireFrames()
+	a.startRetention()
 	return nil
+}
+
+// startRetention starts the retention sweeper when a retention period is set.
+func (a *App) startRetention() {
+	if a.cfg.Retention.ClosedSessions > 0 {
+		a.wg.Add(1)
+		go a.sweepRetention()
+	}
 }
 
 // Close stops background work and closes every live connection.

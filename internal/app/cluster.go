@@ -92,6 +92,7 @@ func (a *App) startCluster(ctx context.Context) error {
 	go a.sweepGrace()
 	go a.expireFrames()
 	go a.sweepNodes()
+	a.startRetention()
 	return nil
 }
 
