@@ -37,6 +37,7 @@ func (a *App) Redact(ctx context.Context, id string, seq int64, by string, req p
 		return nil, err
 	}
 	if changed {
+		a.retention.Redacted.Add(1)
 		a.hub.Rewritten(id, evs)
 		if a.node != nil {
 			a.node.Forget(id)
@@ -45,3 +46,6 @@ func (a *App) Redact(ctx context.Context, id string, seq int64, by string, req p
 	}
 	return evs[0].Body, nil
 }
+
+// RedactedCount is the number of events redacted since start.
+func (a *App) RedactedCount() int64 { return a.retention.Redacted.Load() }

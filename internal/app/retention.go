@@ -43,6 +43,7 @@ type RetentionStats struct {
 	Sessions atomic.Int64 // sessions purged
 	Events   atomic.Int64 // events purged
 	Runs     atomic.Int64 // sweeps that purged at least one session
+	Redacted atomic.Int64 // events redacted (redact.go), counted here beside what retention removes
 }
 
 // RetentionStats returns retention's counters.
