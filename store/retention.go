@@ -76,6 +76,11 @@ func (s *Store) PurgeSession(ctx context.Context, id string, cutoff int64, batch
 	}
 	var total int64
 	for {
+		// Transactions do not see ctx's cancellation (runTx); a purge
+		// stops between two of them, to be finished by the next sweep.
+		if err := ctx.Err(); err != nil {
+			return total, false, err
+		}
 		var deleted int64
 		done := false
 		err := s.inTx(ctx, func(tx *sql.Tx) error {
