@@ -1,0 +1,210 @@
+package integration
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// redactedMark is the redaction object of a redacted event (docs/api.md,
+// "Redacted events").
+type redactedMark struct {
+	Redacted *struct {
+		At     int64  `json:"at"`
+		By     string `json:"by"`
+		Reason string `json:"reason"`
+	} `json:"redacted"`
+}
+
+// TestRedactionEveryReadPath: an operator redacts a message; its content is
+// then gone from every read path, over the wire, while its place in the log
+// stays: the agent and operator events APIs, replay after a reconnect (a
+// WebSocket whose cursor is behind it, served from the hub's ring), MCP
+// read_events and wait_for_events, search, the operator's JSON Lines
+// export, a Chorus redelivery, a send-and-end copy in session.invited and
+// `aspd export`.
+func TestRedactionEveryReadPath(t *testing.T) {
+	backends(t, func(t *testing.T, dbURL string) {
+		s := startServer(t, dbURL, "--chorus-key-file", chorusKeyFile(t), "--chorus-allow-loopback",
+			"--chorus-retry-schedule", "100ms", "--chorus-poll-interval", "50ms")
+		alice := s.provision("@alice.redact", "open")
+		bob := s.provision("@bob.redact", "open")
+		carol := s.provision("@carol.redact", "open")
+		bot := s.provision("@bot.redact", "open")
+		h := newHook(t)
+		registerHook(t, s, bot.handle, h.srv.URL+"/inbox")
+		const secret = "hunter2-quokka"
+		gone := func(what string, b []byte) {
+			t.Helper()
+			if bytes.Contains(b, []byte(secret)) {
+				t.Fatalf("%s still holds the redacted content: %s", what, b)
+			}
+		}
+
+		sid := alice.createSession(map[string]any{"invite": []string{bob.handle, carol.handle, bot.handle}, "topic": "ops"})
+		bob.join(sid)
+		carol.join(sid)
+		bot.join(sid)
+		ws := bob.connect()
+		for e := ws.next(); e.Type != "session.joined" || e.field("agent") != bot.handle; e = ws.next() {
+		}
+		ws.close() // bob's cursor stays before the message
+		seq := alice.send(sid, "the password is "+secret)
+		after := alice.send(sid, "never mind")
+		msg := h.nextOf("session.message")
+		if !strings.Contains(string(msg.body), secret) || msg.p.Message.Sequence != seq {
+			t.Fatalf("the hook got %s", msg.body)
+		}
+		mcpCarol := mcpConnect(t, s, carol)
+		if hits := s.search(t, url.Values{"q": {"quokka"}}); len(hits.Hits) != 1 {
+			t.Fatalf("search before the redaction: %d hits", len(hits.Hits))
+		}
+
+		// Refusals change nothing.
+		path := "/sessions/" + sid + "/events/"
+		code, body := s.adminDo("POST", path+itoa(seq)+"/redact", map[string]any{})
+		wantError(t, "no reason", code, body, http.StatusBadRequest, "invalid_request")
+		code, body = s.adminDo("POST", path+itoa(seq)+"/redact", map[string]any{"reason": strings.Repeat("x", 501)})
+		wantError(t, "long reason", code, body, http.StatusBadRequest, "invalid_request")
+		code, body = s.adminDo("POST", path+"1/redact", map[string]any{"reason": "x"})
+		wantError(t, "a session.invited", code, body, http.StatusConflict, "not_redactable")
+		code, body = s.adminDo("POST", path+"999/redact", map[string]any{"reason": "x"})
+		wantError(t, "no such event", code, body, http.StatusNotFound, "not_found")
+		code, body = s.adminDo("POST", path+"x/redact", map[string]any{"reason": "x"})
+		wantError(t, "no such sequence", code, body, http.StatusNotFound, "not_found")
+		code, body = request(t, "POST", s.url+"/admin/v1"+path+itoa(seq)+"/redact", alice.token, map[string]any{"reason": "x"})
+		if code != http.StatusUnauthorized {
+			t.Fatalf("an agent token redacts: %d %s", code, body)
+		}
+		if raw := alice.rawEvents(sid); !bytes.Contains(raw[seq-1], []byte(secret)) {
+			t.Fatalf("a refused redaction changed the event: %s", raw[seq-1])
+		}
+
+		// The redaction.
+		code, body = s.adminDo("POST", path+itoa(seq)+"/redact", map[string]any{"reason": "a password"})
+		if code != http.StatusOK {
+			t.Fatalf("redact: %d %s", code, body)
+		}
+		tomb := decodeEvent(t, body)
+		var mark redactedMark
+		mustUnmarshal(t, body, &mark)
+		if tomb.Sequence != seq || tomb.Type != "session.message" || tomb.field("content") != "[redacted]" || tomb.field("sender") != alice.handle ||
+			mark.Redacted == nil || mark.Redacted.By != "bootstrap" || mark.Redacted.Reason != "a password" || mark.Redacted.At == 0 {
+			t.Fatalf("redaction answer %s", body)
+		}
+		gone("the answer", body)
+		code, again := s.adminDo("POST", path+itoa(seq)+"/redact", map[string]any{"reason": "another"})
+		if code != http.StatusOK || !bytes.Equal(again, body) {
+			t.Fatalf("redacting again: %d %s, want 200 and the same tombstone %s", code, again, body)
+		}
+
+		// The agent events API, for each participant: same place, no content.
+		for _, a := range []*agent{alice, bob, carol} {
+			raw := a.rawEvents(sid)
+			if int64(len(raw)) < after || !bytes.Equal(raw[seq-1], body) {
+				t.Fatalf("%s reads %d events, event %d: %s", a.handle, len(raw), seq, raw[seq-1])
+			}
+			for _, r := range raw {
+				gone(a.handle+"'s events", r)
+			}
+		}
+		// The operator's events API.
+		code, body = s.adminDo("GET", "/sessions/"+sid+"/events", nil)
+		if code != http.StatusOK {
+			t.Fatalf("admin events: %d", code)
+		}
+		gone("the operator's events", body)
+		// Replay after a reconnect, from bob's cursor.
+		ws = bob.connect()
+		var replayed []event
+		for {
+			e := ws.next()
+			if e.SessionID != sid {
+				continue
+			}
+			replayed = append(replayed, e)
+			if e.Sequence == after {
+				break
+			}
+		}
+		for _, e := range replayed {
+			gone("the replay", e.Raw)
+			if e.Sequence == seq && !bytes.Contains(e.Raw, []byte(`"redacted"`)) {
+				t.Fatalf("the replayed event is not marked: %s", e.Raw)
+			}
+		}
+		if replayed[0].Sequence > seq {
+			t.Fatalf("the replay started at %d, after the redacted event %d", replayed[0].Sequence, seq)
+		}
+		// MCP: read_events and wait_for_events.
+		var page struct {
+			Events []json.RawMessage `json:"events"`
+		}
+		mcpCarol.ok("read_events", map[string]any{"session_id": sid}, &page)
+		if len(page.Events) == 0 {
+			t.Fatal("read_events: no events")
+		}
+		for _, e := range page.Events {
+			gone("read_events", e)
+		}
+		waited, _ := mcpCarol.wait(1, 100)
+		for _, e := range waited {
+			gone("wait_for_events", e.Raw)
+		}
+		// Search.
+		if hits := s.search(t, url.Values{"q": {"quokka"}}); len(hits.Hits) != 0 {
+			t.Fatalf("search finds the redacted text: %+v", hits.Hits)
+		}
+		if hits := s.search(t, url.Values{"q": {"mind"}}); len(hits.Hits) != 1 {
+			t.Fatalf("search lost the other message: %+v", hits.Hits)
+		}
+		// The operator's export.
+		code, body = s.adminDo("GET", "/export?session="+sid, nil)
+		if code != http.StatusOK || !bytes.Contains(body, []byte(`"redacted"`)) {
+			t.Fatalf("export: %d %s", code, body)
+		}
+		gone("the export", body)
+		// A Chorus redelivery sends the event as it is now.
+		code, body = s.adminDo("POST", "/agents/"+bot.handle+"/chorus/deliveries/"+msg.id+"/redeliver", nil)
+		if code != http.StatusAccepted {
+			t.Fatalf("redeliver: %d %s", code, body)
+		}
+		var re hookDelivery
+		for re = h.next(); re.id != msg.id; re = h.next() {
+		}
+		gone("the Chorus redelivery", re.body)
+		if re.p.Message.Sequence != seq || !bytes.Contains(re.body, []byte(`"redacted"`)) {
+			t.Fatalf("redelivery %s", re.body)
+		}
+
+		// A send-and-end message: its copies in session.invited go too.
+		sae := alice.createSession(map[string]any{"invite": []string{bob.handle},
+			"initial_message": map[string]any{"content": "fyi " + secret}, "end_after_send": true})
+		code, body = s.adminDo("POST", "/sessions/"+sae+"/events/1/redact", map[string]any{"reason": "again"})
+		if code != http.StatusOK {
+			t.Fatalf("redact the send-and-end message: %d %s", code, body)
+		}
+		for _, r := range bob.rawEvents(sae) {
+			gone("the send-and-end invitation", r)
+		}
+
+		// `aspd export` (the portable file) holds only tombstones.
+		s.stop()
+		file := filepath.Join(t.TempDir(), "network.jsonl")
+		if code, _, stderr := portableRun(t, nil, nil, "export", "--database-url", dbURL, "-o", file); code != 0 {
+			t.Fatalf("aspd export: exit %d\n%s", code, stderr)
+		}
+		dump, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		gone("aspd export", dump)
+	})
+}
+
+func itoa(n int64) string { b, _ := json.Marshal(n); return string(b) }
