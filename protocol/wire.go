@@ -39,8 +39,14 @@ type Event struct {
 	Sequence  int64           `json:"sequence"`
 	CreatedAt int64           `json:"created_at"`
 	Payload   json.RawMessage `json:"payload"`
-	// Redacted is set on an event whose content an operator removed
-	// (docs/api.md, "Redacted events"); absent on every other event.
+}
+
+// RedactedEvent is an event as stored and served once an operator removed
+// its content (docs/api.md, "Redacted events"): the ASP envelope plus
+// aspd's "redacted" member, which events.json's envelope admits (it does
+// not close its members) and which no other event carries.
+type RedactedEvent struct {
+	Event
 	Redacted *Redaction `json:"redacted,omitempty"`
 }
 

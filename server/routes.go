@@ -280,7 +280,7 @@ var routeTable = []route{
 		handler: (*Server).adminLiveEvents},
 	// TODO(lead): with the audit mechanism merged, add action: "event.redact".
 	{method: http.MethodPost, path: "/admin/v1/sessions/:id/events/:sequence/redact", auth: authOperator,
-		request: protocol.RedactRequest{}, response: protocol.Event{}, status: http.StatusOK,
+		request: protocol.RedactRequest{}, response: protocol.RedactedEvent{}, status: http.StatusOK,
 		summary: "Redact an event: its content is replaced by a tombstone everywhere it is read; its place in the log stays.",
 		handler: (*Server).adminRedact},
 	{method: http.MethodGet, path: "/admin/v1/health", auth: authOperator,

@@ -45,7 +45,7 @@ func (s *Store) Redact(ctx context.Context, sessionID string, seq int64, by, rea
 			return ErrNotFound
 		}
 		ev := rows[0]
-		var env protocol.Event
+		var env protocol.RedactedEvent
 		if err := json.Unmarshal(ev.Body, &env); err != nil {
 			return fmt.Errorf("store: redact: decode event: %w", err)
 		}
@@ -77,7 +77,7 @@ func (s *Store) Redact(ctx context.Context, sessionID string, seq int64, by, rea
 			return err
 		}
 		for _, inv := range invited {
-			var ienv protocol.Event
+			var ienv protocol.RedactedEvent
 			var p protocol.InvitedPayload
 			if json.Unmarshal(inv.Body, &ienv) != nil || json.Unmarshal(ienv.Payload, &p) != nil ||
 				p.InitialMessage == nil || p.InitialMessage.ID != m.ID {
@@ -110,7 +110,7 @@ func tombstone(m protocol.Message) protocol.Message {
 }
 
 // redactedBody is envelope env with payload and the redaction mark.
-func redactedBody(env protocol.Event, payload any, red *protocol.Redaction) ([]byte, error) {
+func redactedBody(env protocol.RedactedEvent, payload any, red *protocol.Redaction) ([]byte, error) {
 	p, err := json.Marshal(payload)
 	if err != nil {
 		return nil, fmt.Errorf("store: redact: encode payload: %w", err)
