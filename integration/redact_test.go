@@ -208,3 +208,54 @@ func TestRedactionEveryReadPath(t *testing.T) {
 }
 
 func itoa(n int64) string { b, _ := json.Marshal(n); return string(b) }
+
+// TestRetentionPurgesEndedSessions: with --retention-closed-sessions the
+// daemon's sweeper purges a session ended longer ago than the period, says
+// so in its log and metrics, and leaves an active session alone (the store
+// and app tests cover the rest with a clock they control).
+func TestRetentionPurgesEndedSessions(t *testing.T) {
+	backends(t, func(t *testing.T, dbURL string) {
+		s := startServer(t, dbURL, "--retention-closed-sessions", "1s", "--retention-interval", "100ms", "--retention-batch", "2")
+		alice := s.provision("@alice.retain", "open")
+		bob := s.provision("@bob.retain", "open")
+		ended := alice.createSession(map[string]any{"invite": []string{bob.handle}})
+		bob.join(ended)
+		for i := 0; i < 3; i++ {
+			alice.send(ended, "old news")
+		}
+		alice.end(ended)
+		active := alice.createSession(map[string]any{"invite": []string{bob.handle}})
+		alice.send(active, "still talking")
+		waitFor(t, "the ended session purged", func() bool {
+			code, _ := s.adminDo("GET", "/sessions/"+ended, nil)
+			return code == http.StatusNotFound
+		})
+		code, _ := alice.do("GET", "/sessions/"+ended+"/events", nil)
+		if code != http.StatusNotFound {
+			t.Fatalf("a participant reads a purged session: %d", code)
+		}
+		if code, body := s.adminDo("GET", "/sessions/"+active, nil); code != http.StatusOK {
+			t.Fatalf("the active session: %d %s", code, body)
+		}
+		alice.send(active, "and on")
+		code, metrics := request(t, "GET", s.url+"/metrics", s.admin, nil)
+		if code != http.StatusOK || !strings.Contains(string(metrics), "aspd_retention_purged_sessions_total 1\n") ||
+			!strings.Contains(string(metrics), "aspd_retention_purged_events_total 6\n") {
+			t.Fatalf("metrics: %d\n%s", code, grepLines(string(metrics), "aspd_retention"))
+		}
+		if !strings.Contains(s.logs(), "retention: purged a session") {
+			t.Fatalf("no log line of the purge")
+		}
+	})
+}
+
+// grepLines returns the lines of s that contain sub.
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}

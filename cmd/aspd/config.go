@@ -446,6 +446,8 @@ func parseConfig(args []string) (*config, error) {
 	e.dur(&fc.Retention.RetainAge, "frame-retain-age", fc.Retention.RetainAge, "how long frames are kept for Last-Event-ID resumption")
 	e.int(&fc.Retention.Buffer, "frame-stream-buffer", fc.Retention.Buffer, "frames queued per stream before a slow stream is closed")
 	e.days(&c.retention.ClosedSessions, "retention-closed-sessions", 0, "purge sessions ended longer ago than this, e.g. 90d (0 = keep every session; docs/operators.md, \"Redaction and retention\": run aspd export first)")
+	e.dur(&c.retention.Interval, "retention-interval", app.RetentionInterval, "how often the retention sweeper looks for sessions to purge (with --retention-closed-sessions)")
+	e.int(&c.retention.Batch, "retention-batch", app.RetentionBatch, "most events deleted in one transaction by a retention purge: smaller holds the write lock for less time")
 	e.dur(&c.frameKeepalive, "frame-keepalive", 15*time.Second, "interval of SSE keepalive comments on GET /stream")
 	e.dur(&fc.Validation.MaxSkewPast, "frame-max-age", fc.Validation.MaxSkewPast, "oldest accepted frame created_at, relative to now")
 	e.dur(&fc.Validation.MaxSkewFuture, "frame-max-future", fc.Validation.MaxSkewFuture, "furthest-future accepted frame created_at, relative to now")
@@ -548,6 +550,8 @@ func parseConfig(args []string) (*config, error) {
 		bound{fc.Retention.Buffer <= 0, "frame-stream-buffer", positive},
 		bound{c.frameKeepalive <= 0, "frame-keepalive", positiveDur},
 		bound{c.retention.ClosedSessions < 0, "retention-closed-sessions", "a duration >= 0, e.g. 90d (0 = off)"},
+		bound{c.retention.Interval <= 0, "retention-interval", positiveDur},
+		bound{c.retention.Batch <= 0, "retention-batch", positive},
 		bound{c.http.readTimeout <= 0, "http-read-timeout", positiveDur},
 		bound{c.http.readHeaderTimeout <= 0, "http-read-header-timeout", positiveDur},
 		bound{c.http.idleTimeout <= 0, "http-idle-timeout", positiveDur},
