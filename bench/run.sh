@@ -5,7 +5,7 @@
 # scenario stops by itself (see the flags), the whole run takes 3-5 minutes.
 #
 #   bench/run.sh            # all scenarios
-#   bench/run.sh chat       # one of: chat chat-rate fanout replay idle pgbench
+#   bench/run.sh chat       # one of: chat chat-rate fanout replay idle pgbench purge
 #   bench/run.sh chat-2nodes chat-rate-2nodes   # two aspd nodes on one database (docs/cluster.md)
 #   ASPD_FLAGS="--group-commit=false" bench/run.sh chat-rate   # compare aspd settings
 set -euo pipefail
@@ -67,6 +67,17 @@ run() {
 	chat-2nodes)      start_cluster; bench2 chat --sessions 300 --participants 3 --duration 10s ;;
 	chat-rate-2nodes) start_cluster; bench2 chat --sessions 300 --participants 3 --rate 2000 --duration 10s ;;
 	idle)      start_aspd; bench --timeout 5m idle --connections "${IDLE_CONNECTIONS:-19000}" --agents 100 --duration 5s ;;
+	purge) # 500 msg/s before and during a retention purge of 100,000 events
+		ASPD_FLAGS="${ASPD_FLAGS:-} --retention-closed-sessions 45s --retention-interval 1s" start_aspd
+		t0=$(date +%s)
+		psql "$PG/$DB" -q -v events=100000 -f bench/purge-seed.sql
+		echo "--- before the purge ($(date -u +%T))"
+		bench chat --sessions 300 --participants 3 --rate 500 --duration 15s
+		wait_s=$((t0 + 30 - $(date +%s))); [ "$wait_s" -gt 0 ] && sleep "$wait_s"
+		echo "--- during the purge ($(date -u +%T); the session is due 45s after seeding, checked every 1s)"
+		bench chat --sessions 300 --participants 3 --rate 500 --duration 30s
+		echo "--- done ($(date -u +%T))"
+		grep -h "retention" "$OUT/aspd.log" || true ;;
 	pgbench)
 		stop_aspd
 		psql "$PG/postgres" -qc "DROP DATABASE IF EXISTS $DB" -c "CREATE DATABASE $DB" >/dev/null

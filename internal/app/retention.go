@@ -96,6 +96,7 @@ func (a *App) PurgeExpired(ctx context.Context, now time.Time) (sessions int, ev
 			}
 			purgedAny := false
 			for _, id := range ids {
+				began := time.Now()
 				n, purged, err := a.st.PurgeSession(ctx, id, cutoff, rc.Batch, func(n int64) { a.retention.Events.Add(n) })
 				events += n
 				if err != nil {
@@ -109,7 +110,8 @@ func (a *App) PurgeExpired(ctx context.Context, now time.Time) (sessions int, ev
 					purgedAny = true
 					sessions++
 					a.retention.Sessions.Add(1)
-					a.log.Info("retention: purged a session", "session", id, "events", n)
+					a.log.Info("retention: purged a session", "session", id, "events", n, "batch", rc.Batch,
+						"duration", time.Since(began).Round(time.Millisecond))
 				}
 			}
 			if !purgedAny {
