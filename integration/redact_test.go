@@ -259,3 +259,63 @@ func grepLines(s, sub string) string {
 	}
 	return strings.Join(out, "\n")
 }
+
+// TestClusterRedactionForgetsRings: a redaction made through one node
+// reaches the ring of another, which holds the message because an agent
+// connected there received it live: an agent that connects to that node
+// afterwards replays the tombstone. Without the cluster's Forget, that ring
+// would serve the content until it is evicted (minutes). Each probe is a
+// participant whose cursor is inside n1's ring, just before the message.
+func TestClusterRedactionForgetsRings(t *testing.T) {
+	nodes := startCluster(t, 2, clusterFast...)
+	n0, n1 := nodes[0], nodes[1]
+	alice := n0.provision("@alice.credact", "open")
+	carol := n0.provision("@carol.credact", "open").on(n1)
+	const probes = 20
+	var waiting []*agent
+	invite := []string{carol.handle}
+	for i := 0; i < probes; i++ {
+		p := n0.provision("@probe"+itoa(int64(i))+".credact", "open")
+		waiting = append(waiting, p.on(n1))
+		invite = append(invite, p.handle)
+	}
+	sid := alice.createSession(map[string]any{"invite": invite})
+	carol.join(sid)
+	for _, p := range waiting {
+		p.join(sid)
+	}
+	ws := carol.connect() // on n1: n1's ring follows the session from here
+	warm := alice.send(sid, "warming up")
+	for e := ws.next(); e.Sequence != warm; e = ws.next() {
+	}
+	// Each probe reads up to the warm-up message on n1 and leaves: its
+	// cursor is then inside n1's ring, so its next replay reads the ring.
+	for _, p := range waiting {
+		st := p.connect()
+		for e := st.next(); e.SessionID != sid || e.Sequence < warm; e = st.next() {
+		}
+		st.close()
+	}
+	const secret = "cluster-secret-wombat"
+	seq := alice.send(sid, "psst "+secret)
+	for e := ws.next(); e.Sequence != seq; e = ws.next() {
+	}
+	if code, body := n0.adminDo("POST", "/sessions/"+sid+"/events/"+itoa(seq)+"/redact", map[string]any{"reason": "secret"}); code != http.StatusOK {
+		t.Fatalf("redact on n0: %d %s", code, body)
+	}
+	next := 0
+	waitFor(t, "n1 replays the tombstone", func() bool {
+		if next == probes {
+			t.Fatalf("all %d probes on n1 replayed the content", probes)
+		}
+		st := waiting[next].connect()
+		next++
+		defer st.close()
+		for {
+			e := st.next()
+			if e.SessionID == sid && e.Sequence == seq {
+				return !strings.Contains(string(e.Raw), secret)
+			}
+		}
+	})
+}
