@@ -5,7 +5,7 @@
 # scenario stops by itself (see the flags), the whole run takes 3-5 minutes.
 #
 #   bench/run.sh            # all scenarios
-#   bench/run.sh chat       # one of: chat chat-rate fanout replay idle pgbench purge
+#   bench/run.sh chat       # one of: chat chat-rate fanout replay idle pgbench purge purge-sqlite
 #   bench/run.sh chat-2nodes chat-rate-2nodes   # two aspd nodes on one database (docs/cluster.md)
 #   ASPD_FLAGS="--group-commit=false" bench/run.sh chat-rate   # compare aspd settings
 set -euo pipefail
@@ -75,7 +75,22 @@ run() {
 		bench chat --sessions 300 --participants 3 --rate 500 --duration 15s
 		wait_s=$((t0 + 30 - $(date +%s))); [ "$wait_s" -gt 0 ] && sleep "$wait_s"
 		echo "--- during the purge ($(date -u +%T); the session is due 45s after seeding, checked every 1s)"
-		bench chat --sessions 300 --participants 3 --rate 500 --duration 30s
+		bench chat --sessions 300 --participants 3 --rate 500 --duration 25s
+		echo "--- done ($(date -u +%T))"
+		grep -h "retention" "$OUT/aspd.log" || true ;;
+	purge-sqlite) # the same on the embedded store, whose one writer a purge shares with every send
+		stop_aspd; rm -rf "$OUT/data-sqlite"
+		ASPD_ADMIN_TOKEN=$ASPBENCH_ADMIN_TOKEN "$OUT/aspd" --data-dir "$OUT/data-sqlite" --listen "$ADDR" \
+			--retention-closed-sessions 45s --retention-interval 1s ${ASPD_FLAGS:-} >"$OUT/aspd.log" 2>&1 &
+		PID=$!
+		for _ in $(seq 50); do curl -fs "http://$ADDR/readyz" >/dev/null && break; sleep 0.1; done
+		t0=$(date +%s)
+		sqlite3 "$OUT/data-sqlite/aspd.db" ".timeout 10000" ".read bench/purge-seed-sqlite.sql"
+		echo "--- before the purge ($(date -u +%T))"
+		bench chat --sessions 300 --participants 3 --rate 500 --duration 15s
+		wait_s=$((t0 + 30 - $(date +%s))); [ "$wait_s" -gt 0 ] && sleep "$wait_s"
+		echo "--- during the purge ($(date -u +%T); the session is due 45s after seeding, checked every 1s)"
+		bench chat --sessions 300 --participants 3 --rate 500 --duration 25s
 		echo "--- done ($(date -u +%T))"
 		grep -h "retention" "$OUT/aspd.log" || true ;;
 	pgbench)
