@@ -295,19 +295,15 @@ func (n *Node) Committed(c *store.Commit) {
 
 // Forget tells the other nodes to drop their in-memory copies of a
 // session's events: some were rewritten (redacted) or purged here.
-func (n *Node) Forget(sessionID string) {
-	n.mu.Lock()
-	n.control = append(n.control, n.id+" "+forgetMark+" "+sessionID)
-	n.mu.Unlock()
-	select {
-	case n.wakeOut <- struct{}{}:
-	default:
-	}
-}
+func (n *Node) Forget(sessionID string) { n.sendControl(forgetMark, sessionID) }
 
 // CutOff tells the other nodes to close a handle's streams and forget its
 // cached authentications (token rotated or revoked, agent deleted).
-func (n *Node) CutOff(handle, reason string) {
+func (n *Node) CutOff(handle, reason string) { n.sendControl(handle, reason) }
+
+// sendControl queues a control message "node handle reason" for the
+// notifier (handle may be a mark: helloMark, forgetMark).
+func (n *Node) sendControl(handle, reason string) {
 	n.mu.Lock()
 	n.control = append(n.control, n.id+" "+handle+" "+reason)
 	n.mu.Unlock()
