@@ -96,8 +96,15 @@ func (a *App) PurgeExpired(ctx context.Context, now time.Time) (sessions int, ev
 			}
 			purgedAny := false
 			for _, id := range ids {
+				// The longest batch is how long the purge held the write lock
+				// at once (SQLite's one writer): what live traffic may wait.
 				began := time.Now()
-				n, purged, err := a.st.PurgeSession(ctx, id, cutoff, rc.Batch, func(n int64) { a.retention.Events.Add(n) })
+				last, longest := began, time.Duration(0)
+				n, purged, err := a.st.PurgeSession(ctx, id, cutoff, rc.Batch, func(n int64) {
+					a.retention.Events.Add(n)
+					now := time.Now()
+					longest, last = max(longest, now.Sub(last)), now
+				})
 				events += n
 				if err != nil {
 					return err
@@ -111,7 +118,7 @@ func (a *App) PurgeExpired(ctx context.Context, now time.Time) (sessions int, ev
 					sessions++
 					a.retention.Sessions.Add(1)
 					a.log.Info("retention: purged a session", "session", id, "events", n, "batch", rc.Batch,
-						"duration", time.Since(began).Round(time.Millisecond))
+						"duration", time.Since(began).Round(time.Millisecond), "longest_batch", longest.Round(time.Millisecond))
 				}
 			}
 			if !purgedAny {
