@@ -69,7 +69,7 @@ purge_under_load() {
 	bench chat --sessions 300 --participants 3 --rate 500 --duration 15s
 	wait_s=$((t0 + 30 - $(date +%s))); [ "$wait_s" -gt 0 ] && sleep "$wait_s"
 	echo "--- during the purge ($(date -u +%T); the session is due 45s after seeding, checked every 1s)"
-	bench chat --sessions 300 --participants 3 --rate 500 --duration 25s
+	bench chat --sessions 300 --participants 3 --rate 500 --duration 45s
 	echo "--- done ($(date -u +%T))"
 	grep -h "retention" "$OUT/aspd.log" || true
 }
@@ -84,12 +84,12 @@ run() {
 	chat-rate-2nodes) start_cluster; bench2 chat --sessions 300 --participants 3 --rate 2000 --duration 10s ;;
 	idle)      start_aspd; bench --timeout 5m idle --connections "${IDLE_CONNECTIONS:-19000}" --agents 100 --duration 5s ;;
 	purge) # 500 msg/s before and during a retention purge of 100,000 events
-		ASPD_FLAGS="${ASPD_FLAGS:-} --retention-closed-sessions 45s --retention-interval 1s" start_aspd
+		ASPD_FLAGS="${ASPD_FLAGS:-} --retention-closed-sessions 1h --retention-interval 1s" start_aspd
 		purge_under_load psql "$PG/$DB" -q -v events=100000 -f bench/purge-seed.sql ;;
 	purge-sqlite) # the same on the embedded store, whose one writer a purge shares with every send
 		stop_aspd; rm -rf "$OUT/data-sqlite"
 		ASPD_ADMIN_TOKEN=$ASPBENCH_ADMIN_TOKEN "$OUT/aspd" --data-dir "$OUT/data-sqlite" --listen "$ADDR" \
-			--retention-closed-sessions 45s --retention-interval 1s ${ASPD_FLAGS:-} >"$OUT/aspd.log" 2>&1 &
+			--retention-closed-sessions 1h --retention-interval 1s ${ASPD_FLAGS:-} >"$OUT/aspd.log" 2>&1 &
 		PID=$!
 		for _ in $(seq 50); do curl -fs "http://$ADDR/readyz" >/dev/null && break; sleep 0.1; done
 		purge_under_load sqlite3 "$OUT/data-sqlite/aspd.db" ".timeout 10000" ".read bench/purge-seed-sqlite.sql" ;;

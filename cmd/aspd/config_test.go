@@ -256,7 +256,7 @@ func TestParseConfigRetention(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.retention.ClosedSessions != 0 || c.retention.Interval != time.Minute || c.retention.Batch != 1000 {
+	if c.retention.ClosedSessions != 0 || c.retention.Interval != time.Minute || c.retention.Batch != 500 {
 		t.Errorf("defaults: %+v", c.retention)
 	}
 	c, err = parseConfig([]string{"--retention-closed-sessions", "90d"})

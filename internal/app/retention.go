@@ -27,9 +27,9 @@ const (
 	RetentionInterval = time.Minute
 	// RetentionBatch is the default number of events deleted per
 	// transaction: small enough that a transaction holds the write lock
-	// (SQLite's one writer) for milliseconds, so live traffic is not stalled
+	// (SQLite's one writer) briefly, so live traffic is not stalled
 	// (docs/benchmarks.md, "Retention purge under load").
-	RetentionBatch = 1000
+	RetentionBatch = 500
 	// retentionSessionsPerRound bounds one round's listing; the next round
 	// takes the rest.
 	retentionSessionsPerRound = 100
@@ -58,6 +58,20 @@ func (a *App) retentionConfig() RetentionConfig {
 		rc.Batch = RetentionBatch
 	}
 	return rc
+}
+
+// pace pauses a purge between two batches for as long as the last one
+// took (at most a second), outside any transaction: the purge then holds
+// the write lock at most half the time, and writes queued behind a batch
+// (SQLite has one writer) go first. A purge is background work; it may
+// take twice as long.
+func pace(ctx context.Context, took time.Duration) {
+	t := time.NewTimer(min(took, time.Second))
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
 }
 
 // sweepRetention runs PurgeExpired every interval, when retention is on.
@@ -102,8 +116,10 @@ func (a *App) PurgeExpired(ctx context.Context, now time.Time) (sessions int, ev
 				last, longest := began, time.Duration(0)
 				n, purged, err := a.st.PurgeSession(ctx, id, cutoff, rc.Batch, func(n int64) {
 					a.retention.Events.Add(n)
-					now := time.Now()
-					longest, last = max(longest, now.Sub(last)), now
+					took := time.Since(last)
+					longest = max(longest, took)
+					pace(ctx, took)
+					last = time.Now()
 				})
 				events += n
 				if err != nil {
