@@ -60,13 +60,13 @@ func (a *App) retentionConfig() RetentionConfig {
 	return rc
 }
 
-// pace pauses a purge between two batches for as long as the last one
-// took (at most a second), outside any transaction: the purge then holds
-// the write lock at most half the time, and writes queued behind a batch
-// (SQLite has one writer) go first. A purge is background work; it may
-// take twice as long.
+// pace pauses a purge between two batches for three times as long as the
+// last one took (at most 2s), outside any transaction: the purge then holds
+// the write lock (SQLite's one writer) and its share of the CPU at most a
+// quarter of the time, and writes queued behind a batch go first. A purge
+// is background work; taking four times as long costs nobody.
 func pace(ctx context.Context, took time.Duration) {
-	t := time.NewTimer(min(took, time.Second))
+	t := time.NewTimer(min(3*took, 2*time.Second))
 	defer t.Stop()
 	select {
 	case <-t.C:
