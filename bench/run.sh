@@ -5,7 +5,7 @@
 # scenario stops by itself (see the flags), the whole run takes 3-5 minutes.
 #
 #   bench/run.sh            # all scenarios
-#   bench/run.sh chat       # one of: chat chat-rate fanout replay idle pgbench
+#   bench/run.sh chat       # one of: chat chat-rate fanout replay idle pgbench purge purge-sqlite
 #   bench/run.sh chat-2nodes chat-rate-2nodes   # two aspd nodes on one database (docs/cluster.md)
 #   ASPD_FLAGS="--group-commit=false" bench/run.sh chat-rate   # compare aspd settings
 set -euo pipefail
@@ -58,6 +58,22 @@ bench() {
 		grep -E '^aspd_(events_delivered_total|delivery_confirms_total|delivery_acks_total|slow_consumers_total|cluster_notify_sent_total|cluster_notify_skipped_total) ' || true
 }
 
+# purge_under_load SEED-COMMAND...: seeds the ended 100,000-event session
+# (due 45s later), runs 500 msg/s before, waits, runs it again across the
+# purge, and prints the purge's log lines to place it in the window.
+purge_under_load() {
+	local t0 wait_s
+	t0=$(date +%s)
+	"$@"
+	echo "--- before the purge ($(date -u +%T))"
+	bench chat --sessions 300 --participants 3 --rate 500 --duration 15s
+	wait_s=$((t0 + 30 - $(date +%s))); [ "$wait_s" -gt 0 ] && sleep "$wait_s"
+	echo "--- during the purge ($(date -u +%T); the session is due 45s after seeding, checked every 1s)"
+	bench chat --sessions 300 --participants 3 --rate 500 --duration 45s
+	echo "--- done ($(date -u +%T))"
+	grep -h "retention" "$OUT/aspd.log" || true
+}
+
 run() {
 	case $1 in
 	chat)      start_aspd; bench chat --sessions 300 --participants 3 --duration 10s ;;
@@ -67,6 +83,16 @@ run() {
 	chat-2nodes)      start_cluster; bench2 chat --sessions 300 --participants 3 --duration 10s ;;
 	chat-rate-2nodes) start_cluster; bench2 chat --sessions 300 --participants 3 --rate 2000 --duration 10s ;;
 	idle)      start_aspd; bench --timeout 5m idle --connections "${IDLE_CONNECTIONS:-19000}" --agents 100 --duration 5s ;;
+	purge) # 500 msg/s before and during a retention purge of 100,000 events
+		ASPD_FLAGS="${ASPD_FLAGS:-} --retention-closed-sessions 1h --retention-interval 1s" start_aspd
+		purge_under_load psql "$PG/$DB" -q -v events=100000 -f bench/purge-seed.sql ;;
+	purge-sqlite) # the same on the embedded store, whose one writer a purge shares with every send
+		stop_aspd; rm -rf "$OUT/data-sqlite"
+		ASPD_ADMIN_TOKEN=$ASPBENCH_ADMIN_TOKEN "$OUT/aspd" --data-dir "$OUT/data-sqlite" --listen "$ADDR" \
+			--retention-closed-sessions 1h --retention-interval 1s ${ASPD_FLAGS:-} >"$OUT/aspd.log" 2>&1 &
+		PID=$!
+		for _ in $(seq 50); do curl -fs "http://$ADDR/readyz" >/dev/null && break; sleep 0.1; done
+		purge_under_load sqlite3 "$OUT/data-sqlite/aspd.db" ".timeout 10000" ".read bench/purge-seed-sqlite.sql" ;;
 	pgbench)
 		stop_aspd
 		psql "$PG/postgres" -qc "DROP DATABASE IF EXISTS $DB" -c "CREATE DATABASE $DB" >/dev/null

@@ -30,6 +30,9 @@ const (
 	// its disk full); answered with Retry-After, and the same request may
 	// succeed later.
 	CodeStoreUnavailable = "store_unavailable" // 503
+	// CodeNotRedactable: the operator asked to redact an event whose type
+	// carries no user content (docs/api.md, "Redacted events").
+	CodeNotRedactable = "not_redactable" // 409
 )
 
 // Error is an API error: an HTTP status, a stable code, a message for humans

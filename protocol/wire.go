@@ -41,6 +41,37 @@ type Event struct {
 	Payload   json.RawMessage `json:"payload"`
 }
 
+// RedactedEvent is an event as stored and served once an operator removed
+// its content (docs/api.md, "Redacted events"): the ASP envelope plus
+// aspd's "redacted" member, which events.json's envelope admits (it does
+// not close its members) and which no other event carries.
+type RedactedEvent struct {
+	Event
+	Redacted *Redaction `json:"redacted,omitempty"`
+}
+
+// Redaction says who removed an event's content, when and why. As in
+// Matrix, the event keeps its place in the log (sequence, type, sender,
+// created_at): sequences stay gap-free and cursors stay valid.
+type Redaction struct {
+	At     int64  `json:"at"`
+	By     string `json:"by"`
+	Reason string `json:"reason"`
+}
+
+// RedactRequest is the body of POST /admin/v1/sessions/{id}/events/{sequence}/redact.
+type RedactRequest struct {
+	Reason string `json:"reason"`
+}
+
+// RedactedContent is what a redacted message's content becomes: a
+// non-empty string, so that the tombstone still validates against
+// common.json#/$defs/Content (which admits no empty content).
+const RedactedContent = "[redacted]"
+
+// MaxRedactReasonBytes bounds a redaction's reason (UTF-8 bytes).
+const MaxRedactReasonBytes = 500
+
 // InvitedPayload is the payload of session.invited.
 type InvitedPayload struct {
 	Invitee        string   `json:"invitee"`

@@ -138,6 +138,28 @@ func (h *Hub) Publish(c *store.Commit) {
 	h.mu.Unlock()
 }
 
+// Rewritten replaces, in the session's ring, the events the store rewrote
+// (a redaction): a connection that pulls them from memory from now on gets
+// what the store now holds. Events already written to a connection stay
+// written; those not in the ring are read from the store.
+func (h *Hub) Rewritten(sessionID string, evs []store.StoredEvent) {
+	h.ringMu.Lock()
+	defer h.ringMu.Unlock()
+	if r, ok := h.rings[sessionID]; ok {
+		for _, e := range evs {
+			r.replace(e)
+		}
+	}
+}
+
+// Forget drops a session's ring (its events were purged, or rewritten on
+// another node): later pulls read the store.
+func (h *Hub) Forget(sessionID string) {
+	h.ringMu.Lock()
+	delete(h.rings, sessionID)
+	h.ringMu.Unlock()
+}
+
 // fromRing returns up to limit events of a session after `after`, from memory.
 func (h *Hub) fromRing(sessionID string, after, upto int64, limit int) ([]store.StoredEvent, bool) {
 	h.ringMu.Lock()

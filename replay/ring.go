@@ -100,3 +100,12 @@ func (r *ring) after(after, upto int64, limit int) (out []store.StoredEvent, fro
 	}
 	return out, false
 }
+
+// replace swaps in e for the event of the same sequence, if the ring holds
+// it (a redaction rewrote its body).
+func (r *ring) replace(e store.StoredEvent) {
+	i := sort.Search(len(r.events), func(i int) bool { return r.events[i].Sequence >= e.Sequence })
+	if i < len(r.events) && r.events[i].Sequence == e.Sequence {
+		r.events[i] = e
+	}
+}

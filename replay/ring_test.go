@@ -127,3 +127,19 @@ func BenchmarkRingPublish(b *testing.B) {
 		r.insert(one)
 	}
 }
+
+// A redaction replaces the ring's copy of an event; an event the ring does
+// not hold is left to the store.
+func TestRingReplace(t *testing.T) {
+	r := newRing(4)
+	r.insert(evs(1, 2, 3))
+	r.replace(store.StoredEvent{Sequence: 2, Body: []byte("tombstone")})
+	r.replace(store.StoredEvent{Sequence: 9, Body: []byte("absent")})
+	got, fromStore := r.after(0, 10, 10)
+	if fromStore || !equal(seqs(got), []int64{1, 2, 3}) {
+		t.Fatalf("after: %v %v", seqs(got), fromStore)
+	}
+	if string(got[1].Body) != "tombstone" || got[0].Body != nil || got[2].Body != nil {
+		t.Fatalf("bodies %q %q %q", got[0].Body, got[1].Body, got[2].Body)
+	}
+}

@@ -258,3 +258,29 @@ func (s *Server) adminExport(c echo.Context) error {
 	w.Header().Set("Aspd-Export-Events", strconv.Itoa(n))
 	return nil
 }
+
+// adminRedact removes an event's content (docs/api.md, "Redacted events")
+// and answers the event as readers now see it.
+func (s *Server) adminRedact(c echo.Context) error {
+	id, err := sessionID(c)
+	if err != nil {
+		return err
+	}
+	seq, err := strconv.ParseInt(c.Param("sequence"), 10, 64)
+	if err != nil {
+		return protocol.NotFound()
+	}
+	var req protocol.RedactRequest
+	if err := s.decode(c, &req); err != nil {
+		return err
+	}
+	ev, err := s.app.Redact(c.Request().Context(), id, seq, operatorName(c), req)
+	if err != nil {
+		return err
+	}
+	return c.JSONBlob(http.StatusOK, ev)
+}
+
+// operatorName is the name of the operator token that authenticated the
+// request ("bootstrap" for the admin token), recorded as a redaction's "by".
+func operatorName(c echo.Context) string { return operator(c).Name }

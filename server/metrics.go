@@ -47,6 +47,15 @@ func newMetrics(s *Server, reg *prometheus.Registry) *metrics {
 	reg.MustRegister(m.requests, build, deliveryCollector{s},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	reg.MustRegister(clusterCollector{s}) // cluster.go
+	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "aspd_retention_purged_sessions_total", Help: "Sessions deleted by the retention policy (--retention-closed-sessions) since start.",
+	}, func() float64 { return float64(s.app.RetentionStats().Sessions.Load()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "aspd_retention_purged_events_total", Help: "Events deleted by the retention policy since start.",
+		}, func() float64 { return float64(s.app.RetentionStats().Events.Load()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "aspd_events_redacted_total", Help: "Events redacted by an operator since start.",
+		}, func() float64 { return float64(s.app.RedactedCount()) }))
 	m.handler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
 	return m
 }

@@ -147,7 +147,28 @@ func TestOperatorChangesWriteOneAuditRow(t *testing.T) {
 		}
 		alice := agentTok("@acme.alice")
 		agentTok("@acme.bob")
-		c.must(http.StatusCreated, "POST", "/sessions", alice, map[string]any{"invite": []string{"@acme.bob"}, "topic": "t"}, nil)
+		var created protocol.CreateSessionResponse
+		c.must(http.StatusCreated, "POST", "/sessions", alice, map[string]any{"invite": []string{"@acme.bob"}, "topic": "t",
+			"initial_message": map[string]any{"content": "to be redacted"}}, &created)
+		// The sequence of the initial message, for the redaction below.
+		redactPath := func() string {
+			var page protocol.EventsPage
+			c.must(http.StatusOK, "GET", "/admin/v1/sessions/"+created.SessionID+"/events", boot, nil, &page)
+			for _, raw := range page.Events {
+				var ev struct {
+					Type     string `json:"type"`
+					Sequence int64  `json:"sequence"`
+				}
+				if err := json.Unmarshal(raw, &ev); err != nil {
+					t.Fatal(err)
+				}
+				if ev.Type == "session.message" {
+					return "/admin/v1/sessions/" + created.SessionID + "/events/" + jsonNumber(ev.Sequence) + "/redact"
+				}
+			}
+			t.Fatalf("no message in %+v", page.Events)
+			return ""
+		}
 
 		const ap = "/admin/v1/agents/@acme.hook"
 		type change struct {
@@ -156,6 +177,7 @@ func TestOperatorChangesWriteOneAuditRow(t *testing.T) {
 			target                string
 			detail                string // the row's detail, "" to skip
 			before                func()
+			pathf                 func() string // the path, when it is known only at run time
 		}
 		changes := []change{
 			{method: "POST", pattern: "/admin/v1/agents", path: "/admin/v1/agents", body: map[string]any{"handle": "@acme.hook", "inbound_policy": "open"},
@@ -194,6 +216,8 @@ func TestOperatorChangesWriteOneAuditRow(t *testing.T) {
 				target: "viewer", detail: `{"scope":"read"}`},
 			{method: "POST", pattern: "/admin/v1/operator-tokens/:name/rotate", path: "/admin/v1/operator-tokens/viewer/rotate", target: "viewer", detail: `{}`},
 			{method: "DELETE", pattern: "/admin/v1/operator-tokens/:name", path: "/admin/v1/operator-tokens/viewer", target: "viewer"},
+			{method: "POST", pattern: "/admin/v1/sessions/:id/events/:sequence/redact", pathf: redactPath, body: map[string]any{"reason": "test"},
+				target: created.SessionID},
 		}
 		performed := map[string]bool{}
 		for i, ch := range changes {
@@ -203,6 +227,9 @@ func TestOperatorChangesWriteOneAuditRow(t *testing.T) {
 			}
 			if ch.before != nil {
 				ch.before()
+			}
+			if ch.pathf != nil {
+				ch.path = ch.pathf()
 			}
 			n := len(auditRows(t, s))
 			reqID := "audit-req-" + string(rune('a'+i))

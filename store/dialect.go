@@ -113,6 +113,16 @@ func (d dialect) searchBackfillSet() string {
 	return "search_text = v.t"
 }
 
+// searchClearSet is the SET that empties an event's search index input
+// (a redaction): the empty text rather than NULL, which would queue it for
+// the backfill.
+func (d dialect) searchClearSet() string {
+	if d.name == "postgres" {
+		return "search_text = '', search_words = NULL"
+	}
+	return "search_text = ''"
+}
+
 // searchPart is one index lookup of a query term: its words in the word
 // index (a phrase, or the one word), or its text as a substring in the
 // trigram index. arg is its placeholder, bound to searchWordArg's or

@@ -52,6 +52,9 @@ const (
 	// connection it killed, a full or read-only disk, a lock held too
 	// long); the same request may succeed later. See unavailable.go.
 	KindUnavailable
+	// KindNotRedactable: a redaction of an event whose type carries no
+	// user content (redact.go).
+	KindNotRedactable
 )
 
 // Error is a domain error of the store: a request refused by a rule, or the
@@ -103,6 +106,7 @@ var (
 	ErrNotResolver          = refusal(KindNotResolver, "you may not resolve this binding moment")
 	ErrInvalidResolution    = refusal(KindInvalidResolution, "the binding moment does not admit this resolution")
 	ErrUnavailable          = refusal(KindUnavailable, unavailableMessage)
+	ErrNotRedactable        = refusal(KindNotRedactable, "only a session.message can be redacted: other events carry handles and session state, not content")
 )
 
 // AsError returns the store's domain error in err's chain, or nil.

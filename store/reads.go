@@ -118,7 +118,12 @@ func (s *Store) EventsAfter(ctx context.Context, sessionID string, after int64, 
 }
 
 func (s *Store) queryEvents(ctx context.Context, query string, args ...any) ([]StoredEvent, error) {
-	rows, err := s.read.QueryContext(ctx, query, args...)
+	return queryEventsOn(ctx, s.read, query, args...)
+}
+
+// queryEventsOn is queryEvents on q: the read pool or a transaction.
+func queryEventsOn(ctx context.Context, q querier, query string, args ...any) ([]StoredEvent, error) {
+	rows, err := q.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("store: read events: %w", err)
 	}

@@ -66,6 +66,7 @@ type config struct {
 	http           httpConfig
 	chorus         chorusFlags    // chorus.go
 	cluster        cluster.Config // used on PostgreSQL (cluster.go)
+	retention      app.RetentionConfig
 }
 
 // httpConfig bounds what one HTTP connection may cost the server.
@@ -133,6 +134,58 @@ func (e *envFlags) dur(p *time.Duration, name string, def time.Duration, help st
 		def = d
 	}
 	e.fs.DurationVar(p, name, def, e.usage(name, help))
+}
+
+// days is a duration flag that also takes whole days ("90d"): retention
+// periods are counted in days, which time.ParseDuration does not know.
+type days struct{ p *time.Duration }
+
+func (d days) String() string {
+	if d.p == nil {
+		return "0s"
+	}
+	if *d.p > 0 && *d.p%(24*time.Hour) == 0 {
+		return strconv.FormatInt(int64(*d.p/(24*time.Hour)), 10) + "d"
+	}
+	return d.p.String()
+}
+
+func (d days) Set(v string) error {
+	x, err := parseDays(v)
+	if err != nil {
+		return err
+	}
+	*d.p = x
+	return nil
+}
+
+// parseDays parses a Go duration or a whole number of days ("90d").
+func parseDays(v string) (time.Duration, error) {
+	if n, ok := strings.CutSuffix(v, "d"); ok {
+		d, err := strconv.ParseInt(n, 10, 64)
+		if err != nil || d < 0 || d > 100*365 {
+			return 0, fmt.Errorf("%q is not a number of days, e.g. 90d", v)
+		}
+		return time.Duration(d) * 24 * time.Hour, nil
+	}
+	x, err := time.ParseDuration(v)
+	if err != nil {
+		return 0, fmt.Errorf("%q is not a duration: write it like 90d, 36h or 30m", v)
+	}
+	return x, nil
+}
+
+func (e *envFlags) days(p *time.Duration, name string, def time.Duration, help string) {
+	*p = def
+	e.defs[name] = days{p}.String()
+	if v, ok := e.env(name); ok {
+		d, err := parseDays(v)
+		if err != nil {
+			e.err = fmt.Errorf("%s=%s (--%s): %v", envName(name), v, name, err)
+		}
+		*p = d
+	}
+	e.fs.Var(days{p}, name, e.usage(name, help))
 }
 
 func (e *envFlags) int(p *int, name string, def int, help string) {
@@ -392,6 +445,9 @@ func parseConfig(args []string) (*config, error) {
 	e.int(&fc.MaxFrameBytes, "frame-max-bytes", fc.MaxFrameBytes, "largest frame accepted on POST /frames, in bytes (413 content_too_large)")
 	e.dur(&fc.Retention.RetainAge, "frame-retain-age", fc.Retention.RetainAge, "how long frames are kept for Last-Event-ID resumption")
 	e.int(&fc.Retention.Buffer, "frame-stream-buffer", fc.Retention.Buffer, "frames queued per stream before a slow stream is closed")
+	e.days(&c.retention.ClosedSessions, "retention-closed-sessions", 0, "purge sessions ended longer ago than this, e.g. 90d (0 = keep every session; docs/operators.md, \"Redaction and retention\": run aspd export first)")
+	e.dur(&c.retention.Interval, "retention-interval", app.RetentionInterval, "how often the retention sweeper looks for sessions to purge (with --retention-closed-sessions)")
+	e.int(&c.retention.Batch, "retention-batch", app.RetentionBatch, "most events deleted in one transaction by a retention purge: smaller holds the write lock for less time")
 	e.dur(&c.frameKeepalive, "frame-keepalive", 15*time.Second, "interval of SSE keepalive comments on GET /stream")
 	e.dur(&fc.Validation.MaxSkewPast, "frame-max-age", fc.Validation.MaxSkewPast, "oldest accepted frame created_at, relative to now")
 	e.dur(&fc.Validation.MaxSkewFuture, "frame-max-future", fc.Validation.MaxSkewFuture, "furthest-future accepted frame created_at, relative to now")
@@ -493,6 +549,9 @@ func parseConfig(args []string) (*config, error) {
 		bound{fc.Retention.RetainCount < 0, "frame-retain-count", "a number >= 0 (0 disables resumption)"},
 		bound{fc.Retention.Buffer <= 0, "frame-stream-buffer", positive},
 		bound{c.frameKeepalive <= 0, "frame-keepalive", positiveDur},
+		bound{c.retention.ClosedSessions < 0, "retention-closed-sessions", "a duration >= 0, e.g. 90d (0 = off)"},
+		bound{c.retention.Interval <= 0, "retention-interval", positiveDur},
+		bound{c.retention.Batch <= 0, "retention-batch", positive},
 		bound{c.http.readTimeout <= 0, "http-read-timeout", positiveDur},
 		bound{c.http.readHeaderTimeout <= 0, "http-read-header-timeout", positiveDur},
 		bound{c.http.idleTimeout <= 0, "http-idle-timeout", positiveDur},

@@ -248,3 +248,37 @@ func TestListenErrorHints(t *testing.T) {
 		}
 	}
 }
+
+// --retention-closed-sessions is off by default and takes days ("90d") as
+// well as Go durations, from the flag or ASPD_RETENTION_CLOSED_SESSIONS.
+func TestParseConfigRetention(t *testing.T) {
+	c, err := parseConfig(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.retention.ClosedSessions != 0 || c.retention.Interval != time.Minute || c.retention.Batch != 500 {
+		t.Errorf("defaults: %+v", c.retention)
+	}
+	c, err = parseConfig([]string{"--retention-closed-sessions", "90d"})
+	if err != nil || c.retention.ClosedSessions != 90*24*time.Hour {
+		t.Errorf("90d: %v %v", c.retention.ClosedSessions, err)
+	}
+	t.Setenv("ASPD_RETENTION_CLOSED_SESSIONS", "36h")
+	c, err = parseConfig(nil)
+	if err != nil || c.retention.ClosedSessions != 36*time.Hour {
+		t.Errorf("from the environment: %v %v", c.retention.ClosedSessions, err)
+	}
+	c, err = parseConfig([]string{"--retention-closed-sessions", "2d"})
+	if err != nil || c.retention.ClosedSessions != 48*time.Hour {
+		t.Errorf("the flag must win: %v %v", c.retention.ClosedSessions, err)
+	}
+	for _, bad := range []string{"90", "d", "-1d", "x9d", "1.5d"} {
+		if _, err := parseConfig([]string{"--retention-closed-sessions", bad}); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+	t.Setenv("ASPD_RETENTION_CLOSED_SESSIONS", "ninety days")
+	if _, err := parseConfig(nil); err == nil {
+		t.Error("a bad environment value accepted")
+	}
+}

@@ -130,6 +130,7 @@ func run(cfg *config) error {
 			MessageBurst: cfg.messageBurst,
 			Chorus:       chorusRules,
 			Cluster:      clusterConfig(cfg, dbURL, cfg.hub.RingSize),
+			Retention:    cfg.retention,
 		},
 		HTTP: server.Config{
 			MaxBodyBytes:    cfg.maxBodyBytes,

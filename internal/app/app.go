@@ -51,6 +51,8 @@ type Config struct {
 	// Cluster, when set, makes this process one node of several on one
 	// PostgreSQL database (cluster.go, docs/cluster.md); nil: single node.
 	Cluster *cluster.Config
+	// Retention purges sessions ended long ago (retention.go); zero: never.
+	Retention RetentionConfig
 }
 
 // App is the application layer over one store, one hub and one frame
@@ -82,6 +84,7 @@ type App struct {
 	liveWatches watchCount // the operator's open live transcripts (live.go)
 
 	opUse operatorUse // when operator tokens' last use was written (operator_tokens.go)
+	retention RetentionStats // what retention purged (retention.go)
 }
 
 // New builds the application layer on st, with its own hub (whose presence
@@ -163,7 +166,16 @@ func (a *App) Start(ctx context.Context) error {
 	a.wg.Add(2)
 	go a.sweepGrace()
 	go a.expireFrames()
+	a.startRetention()
 	return nil
+}
+
+// startRetention starts the retention sweeper when a retention period is set.
+func (a *App) startRetention() {
+	if a.cfg.Retention.ClosedSessions > 0 {
+		a.wg.Add(1)
+		go a.sweepRetention()
+	}
 }
 
 // Close stops background work and closes every live connection.

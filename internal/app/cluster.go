@@ -69,6 +69,8 @@ func (l clusterLocal) CutOff(handle, reason string) { l.a.cutOffLocal(handle, re
 
 func (l clusterLocal) ResetAuth() { l.a.auth.reset() }
 
+func (l clusterLocal) Forget(sessionID string) { l.a.hub.Forget(sessionID) }
+
 func (l clusterLocal) NodeLost() {
 	l.a.auth.reset()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -90,6 +92,7 @@ func (a *App) startCluster(ctx context.Context) error {
 	go a.sweepGrace()
 	go a.expireFrames()
 	go a.sweepNodes()
+	a.startRetention()
 	return nil
 }
 

@@ -31,6 +31,7 @@ var wireKinds = map[store.Kind]struct {
 	store.KindInvalidResolution:    {http.StatusBadRequest, frame.CodeFieldInvalid},
 	store.KindSearchTooSlow:        {http.StatusServiceUnavailable, protocol.CodeUnavailable},
 	store.KindUnavailable:          {http.StatusServiceUnavailable, protocol.CodeStoreUnavailable},
+	store.KindNotRedactable:        {http.StatusConflict, protocol.CodeNotRedactable},
 }
 
 // StoreRetryAfterSeconds is when a client refused for a store outage (503

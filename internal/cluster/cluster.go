@@ -83,6 +83,9 @@ type Local interface {
 	PublishRemote(sessionID string, events []store.StoredEvent, head int64, handles []string)
 	// CutOff ends a handle's streams and cached authentications here.
 	CutOff(handle, reason string)
+	// Forget drops what this process holds in memory of a session's events
+	// (its ring): another node rewrote (redacted) or purged some of them.
+	Forget(sessionID string)
 	// ResetAuth drops every cached authentication (control messages may
 	// have been missed while the listener was down).
 	ResetAuth()
@@ -248,6 +251,10 @@ func (n *Node) Peers() int64 { return n.peers.Load() }
 // (a handle always starts with @).
 const helloMark = "+hello"
 
+// forgetMark is the control payload's handle position in a Forget; the
+// session id follows in the reason's position.
+const forgetMark = "+forget"
+
 // refreshPeers counts the other registered nodes. On an error it assumes
 // there are some: a needless NOTIFY costs little, a missing one delays.
 func (n *Node) refreshPeers(ctx context.Context) {
@@ -286,9 +293,17 @@ func (n *Node) Committed(c *store.Commit) {
 	}
 }
 
+// Forget tells the other nodes to drop their in-memory copies of a
+// session's events: some were rewritten (redacted) or purged here.
+func (n *Node) Forget(sessionID string) { n.sendControl(forgetMark, sessionID) }
+
 // CutOff tells the other nodes to close a handle's streams and forget its
 // cached authentications (token rotated or revoked, agent deleted).
-func (n *Node) CutOff(handle, reason string) {
+func (n *Node) CutOff(handle, reason string) { n.sendControl(handle, reason) }
+
+// sendControl queues a control message "node handle reason" for the
+// notifier (handle may be a mark: helloMark, forgetMark).
+func (n *Node) sendControl(handle, reason string) {
 	n.mu.Lock()
 	n.control = append(n.control, n.id+" "+handle+" "+reason)
 	n.mu.Unlock()
@@ -592,6 +607,10 @@ func (n *Node) received(channel, payload string) {
 			case n.peersChanged <- struct{}{}:
 			default:
 			}
+			return
+		}
+		if handle == forgetMark {
+			n.local.Forget(reason)
 			return
 		}
 		n.local.CutOff(handle, reason)

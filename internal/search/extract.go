@@ -93,15 +93,18 @@ func ExtractContent(content json.RawMessage) string {
 }
 
 // ExtractEvent is Extract on a stored event's wire body (the envelope with
-// its payload), for the backfill.
+// its payload), for the backfill. A redacted event (one with a "redacted"
+// member) has no text: its placeholder content is not the sender's, and
+// an imported store's backfill must not index it.
 func ExtractEvent(typ string, body []byte) string {
 	if !Indexed(typ) {
 		return ""
 	}
 	var env struct {
-		Payload json.RawMessage `json:"payload"`
+		Payload  json.RawMessage `json:"payload"`
+		Redacted json.RawMessage `json:"redacted"`
 	}
-	if err := json.Unmarshal(body, &env); err != nil {
+	if err := json.Unmarshal(body, &env); err != nil || env.Redacted != nil {
 		return ""
 	}
 	return Extract(typ, env.Payload)

@@ -142,6 +142,12 @@ func TestExtract(t *testing.T) {
 	if got := ExtractEvent("session.message", body); got != "in an envelope" {
 		t.Errorf("ExtractEvent = %q", got)
 	}
+	// A redacted event's placeholder is not indexed (an import's backfill).
+	body, _ = json.Marshal(map[string]any{"type": "session.message", "payload": json.RawMessage(msg(`"[redacted]"`)),
+		"redacted": map[string]any{"at": 1, "by": "bootstrap", "reason": "r"}})
+	if got := ExtractEvent("session.message", body); got != "" {
+		t.Errorf("ExtractEvent of a redacted event = %q", got)
+	}
 }
 
 func TestSnippet(t *testing.T) {
