@@ -3,13 +3,13 @@ package store
 import (
 	"context"
 	"database/sql"
-	"database/sql/driver"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
 	"modernc.org/sqlite"
@@ -39,25 +39,34 @@ var (
 )
 
 func openPostgres(url string) (*Store, error) {
-	cfg, err := pgx.ParseConfig(url)
+	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("store: open postgres: %w", err)
 	}
-	// Before a pooled connection is reused, a look at its socket (no round
-	// trip): a connection the server terminated meanwhile (pg_terminate_backend,
-	// a restart) has its FATAL message or end of stream waiting there, and is
-	// dropped rather than handed to a request that would fail on it.
-	connector := stdlib.GetConnector(*cfg, stdlib.OptionResetSession(func(_ context.Context, c *pgx.Conn) error {
-		if connClosedByPeer(c.PgConn().Conn()) {
-			return driver.ErrBadConn
-		}
-		return nil
-	}))
+	if !strings.Contains(url, "pool_max_conns") { // pgxpool's own setting, in the URL, wins
+		cfg.MaxConns = 32
+	}
+	// Before a pooled connection is handed out, a look at its socket (no
+	// round trip): a connection the server terminated meanwhile
+	// (pg_terminate_backend, a restart) has its FATAL message or end of
+	// stream waiting there, and is dropped rather than handed to a request
+	// that would fail on it; the pool then takes another.
+	cfg.PrepareConn = func(_ context.Context, c *pgx.Conn) (bool, error) {
+		return !connClosedByPeer(c.PgConn().Conn()), nil
+	}
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		return nil, fmt.Errorf("store: open postgres: %w", err)
+	}
+	// One pool for both interfaces: the hot path (stmtqueue.go) takes its
+	// connections from the pool directly; every other statement goes
+	// through database/sql on the same pool, under the guard. database/sql
+	// keeps no idle connection of its own (it would hold it out of the
+	// pool): each use takes one from the pool and gives it back.
 	h := newHealth()
-	db := sql.OpenDB(&guardConnector{inner: connector, h: h, writer: true})
-	db.SetMaxOpenConns(32)
-	db.SetMaxIdleConns(32)
-	return &Store{read: db, write: db, d: postgresDialect, now: timeNow, health: h}, nil
+	db := sql.OpenDB(&guardConnector{inner: stdlib.GetPoolConnector(pool), h: h, writer: true})
+	db.SetMaxIdleConns(0)
+	return &Store{read: db, write: db, pool: pool, d: postgresDialect, now: timeNow, health: h}, nil
 }
 
 // openSQLite opens the embedded store at path. Pragmas go in the DSN so every
