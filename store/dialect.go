@@ -31,10 +31,15 @@ type dialect struct {
 	// skipLocked ends a locking subquery that several nodes may run at once
 	// (the Chorus outbox claim); SQLite has one writer and needs none.
 	skipLocked string
+	// arrayParams: the dialect binds a list as one array parameter
+	// (= ANY($1), unnest), so that the message path's statements have one
+	// text whatever their number of rows and stay prepared (pgx's statement
+	// cache); SQLite lists them one placeholder each.
+	arrayParams bool
 }
 
 var (
-	postgresDialect = dialect{name: "postgres", goose: goose.DialectPostgres, forUpdate: " FOR UPDATE", forUpdateOfSessions: " FOR UPDATE OF s", dataModifyingCTE: true, skipLocked: " FOR UPDATE SKIP LOCKED"}
+	postgresDialect = dialect{name: "postgres", goose: goose.DialectPostgres, forUpdate: " FOR UPDATE", forUpdateOfSessions: " FOR UPDATE OF s", dataModifyingCTE: true, skipLocked: " FOR UPDATE SKIP LOCKED", arrayParams: true}
 	sqliteDialect   = dialect{name: "sqlite", goose: goose.DialectSQLite3, forUpdate: ""}
 )
 
@@ -93,6 +98,17 @@ func openSQLite(path string) (*Store, error) {
 	read := sql.OpenDB(&guardConnector{inner: rc, h: h})
 	read.SetMaxOpenConns(8)
 	return &Store{read: read, write: write, d: sqliteDialect, now: timeNow, health: h}, nil
+}
+
+// inStrings is the condition "col is one of vals" with its arguments,
+// numbered from first: one array parameter on PostgreSQL, one placeholder
+// per value on SQLite.
+func (d dialect) inStrings(col string, vals []string, first int) (string, []any) {
+	if d.arrayParams {
+		return fmt.Sprintf("%s = ANY($%d)", col, first), []any{vals}
+	}
+	in, args := inList(vals, first)
+	return col + " IN (" + in + ")", args
 }
 
 // Transcript search (search.go, docs/search.md): the statements that differ.

@@ -332,7 +332,7 @@ func (s *Store) appendMessages(ctx context.Context, q stmtQueue, reqs []*SendMes
 	sessions := make(map[string]*sessionTx, len(ids))
 	s.queueLockSessions(ctx, q, ids, sessions)
 	keys := map[msgKey]priorKey{}
-	queueMessageKeys(q, reqs, keys)
+	queueMessageKeys(q, s.d, reqs, keys)
 	if err := q.Flush(ctx); err != nil {
 		return nil, err
 	}
@@ -366,7 +366,7 @@ func (s *Store) appendMessages(ctx context.Context, q stmtQueue, reqs []*SendMes
 		}
 	}
 	queueEvents(q, s.d, events, touched)
-	queueMessageKeysInsert(q, reqs, results, newKeys)
+	queueMessageKeysInsert(q, s.d, reqs, results, newKeys)
 	published := map[string]bool{}
 	for i, req := range reqs {
 		if id := req.SessionID; appended[i] && !published[id] {
@@ -425,7 +425,7 @@ type priorKey struct {
 
 // queueMessageKeys queues the one statement that loads the message keys
 // reqs use into out.
-func queueMessageKeys(q stmtQueue, reqs []*SendMessage, out map[msgKey]priorKey) {
+func queueMessageKeys(q stmtQueue, d dialect, reqs []*SendMessage, out map[msgKey]priorKey) {
 	var sids, ks []string
 	for _, r := range reqs {
 		if r.IdempotencyKey != "" {
@@ -436,10 +436,10 @@ func queueMessageKeys(q stmtQueue, reqs []*SendMessage, out map[msgKey]priorKey)
 	if len(ks) == 0 {
 		return
 	}
-	inS, args := inList(dedupe(sids), 1)
-	inK, argsK := inList(dedupe(ks), len(args)+1)
+	inS, args := d.inStrings("session_id", dedupe(sids), 1)
+	inK, argsK := d.inStrings("key", dedupe(ks), len(args)+1)
 	q.Query("message keys", `SELECT session_id, sender, key, request_hash, message_id, sequence FROM message_keys
-		WHERE session_id IN (`+inS+`) AND key IN (`+inK+`)`, append(args, argsK...), func(rows rowScanner) error {
+		WHERE `+inS+` AND `+inK, append(args, argsK...), func(rows rowScanner) error {
 		for rows.Next() {
 			var k msgKey
 			var p priorKey
@@ -453,8 +453,23 @@ func queueMessageKeys(q stmtQueue, reqs []*SendMessage, out map[msgKey]priorKey)
 }
 
 // queueMessageKeysInsert queues the recording of the keys of the requests
-// in which (indexes of reqs), in multi-row INSERTs of at most 100 rows.
-func queueMessageKeysInsert(q stmtQueue, reqs []*SendMessage, results []sendResult, which []int) {
+// in which (indexes of reqs): one statement of array parameters on
+// PostgreSQL, multi-row INSERTs of at most 100 rows on SQLite.
+func queueMessageKeysInsert(q stmtQueue, d dialect, reqs []*SendMessage, results []sendResult, which []int) {
+	if len(which) == 0 {
+		return
+	}
+	if d.arrayParams { // one statement text for any number of keys: it stays prepared
+		n := len(which)
+		sid, sender, key, hash, mid, seq := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]int64, n)
+		for j, i := range which {
+			r := reqs[i]
+			sid[j], sender[j], key[j], hash[j], mid[j], seq[j] = r.SessionID, r.Sender, r.IdempotencyKey, r.RequestHash, results[i].resp.MessageID, results[i].resp.Sequence
+		}
+		q.Exec("message keys", `INSERT INTO message_keys (session_id, sender, key, request_hash, message_id, sequence)
+			SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[])`, []any{sid, sender, key, hash, mid, seq})
+		return
+	}
 	for start := 0; start < len(which); start += 100 {
 		batch := which[start:min(start+100, len(which))]
 		var b strings.Builder

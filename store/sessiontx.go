@@ -135,11 +135,11 @@ func (s *Store) lockSession(ctx context.Context, tx *sql.Tx, id string) (*sessio
 // absent. Rows are locked in session id order, so concurrent transactions
 // cannot deadlock.
 func (s *Store) queueLockSessions(ctx context.Context, q stmtQueue, ids []string, out map[string]*sessionTx) {
-	in, args := inList(ids, 1)
+	in, args := s.d.inStrings("s.id", ids, 1)
 	q.Query("lock sessions", `SELECT s.id, s.topic, s.state, s.created_by, s.created_at, s.ended_at, s.last_seq, s.send_and_end,
 			p.handle, p.status, p.visible_through, p.last_change_seq, p.disconnected, p.invited_at, p.joined_at, p.left_at
 		FROM sessions s JOIN participants p ON p.session_id = s.id
-		WHERE s.id IN (`+in+`) ORDER BY s.id, COALESCE(p.invited_at, p.joined_at), p.handle`+s.d.forUpdateOfSessions, args, func(rows rowScanner) error {
+		WHERE `+in+` ORDER BY s.id, COALESCE(p.invited_at, p.joined_at), p.handle`+s.d.forUpdateOfSessions, args, func(rows rowScanner) error {
 		now := s.nowMs()
 		for rows.Next() {
 			var r sessionTx
@@ -378,13 +378,16 @@ const eventsPerStatement = 100
 
 // queueEvents queues the one insert of the event log: it appends events
 // and writes the state and counter (last_seq) of the existing sessions in
-// advance, whose events they are. On PostgreSQL, when the events fit one
-// statement, the sessions' UPDATE rides in the events' INSERT (a
-// data-modifying CTE): one statement. Otherwise the events go in multi-row
+// advance, whose events they are. On PostgreSQL, one statement of array
+// parameters (queueEventArrays). Otherwise the events go in multi-row
 // INSERTs of at most eventsPerStatement rows, and the sessions in one
 // UPDATE.
 func queueEvents(q stmtQueue, d dialect, events []StoredEvent, advance []*sessionTx) {
 	if len(events) == 0 {
+		return
+	}
+	if d.arrayParams {
+		queueEventArrays(q, d, events, advance)
 		return
 	}
 	if d.dataModifyingCTE && len(advance) > 0 && len(events) <= eventsPerStatement {
@@ -408,6 +411,56 @@ func queueEvents(q stmtQueue, d dialect, events []StoredEvent, advance []*sessio
 	b.WriteString(` ` + updateSessionsFromV)
 	q.Exec("advance sessions", b.String(), args)
 }
+
+// queueEventArrays is queueEvents for a dialect of array parameters
+// (PostgreSQL): one statement, whose text does not depend on the number of
+// events or sessions, so that it stays prepared. The sessions' UPDATE
+// rides in the events' INSERT as a data-modifying CTE.
+func queueEventArrays(q stmtQueue, d dialect, events []StoredEvent, advance []*sessionTx) {
+	n := len(events)
+	sid, eid, typ, subj, aud, body, text, words := make([]string, n), make([]string, n), make([]string, n), make([]string, n),
+		make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	seq, at := make([]int64, n), make([]int64, n)
+	for i, e := range events {
+		in := e.index
+		if in == nil {
+			in = newSearchInput(d, search.ExtractEvent(e.Type, e.Body))
+		}
+		sid[i], seq[i], eid[i], typ[i], subj[i], aud[i], at[i], body[i], text[i], words[i] =
+			e.SessionID, e.Sequence, e.EventID, e.Type, e.Subject, encodeAudience(e.Audience), e.CreatedAt, string(e.Body), in.text, in.words
+	}
+	args := []any{sid, seq, eid, typ, subj, aud, at, body, text, words}
+	if len(advance) == 0 {
+		q.Exec("insert events", insertEventArrays, args)
+		return
+	}
+	m := len(advance)
+	id, state, ended, last, sae := make([]string, m), make([]string, m), make([]*int64, m), make([]int64, m), make([]bool, m)
+	for i, t := range advance {
+		id[i], state[i], last[i], sae[i] = t.id, t.state, t.lastSeq, t.sendAndEnd
+		if t.endedAt.Valid {
+			ended[i] = &t.endedAt.Int64
+		}
+	}
+	q.Exec("append events", appendEventArrays, append(args, id, state, ended, last, sae))
+}
+
+// insertEventArrays inserts events given as arrays $1 to $10, one per
+// column, the search columns' input last (see eventSearchColumns).
+var insertEventArrays = func() string {
+	cols, vals := postgresDialect.eventSearchColumns("e.st", "e.w")
+	return `INSERT INTO events (session_id, sequence, event_id, type, subject, audience, created_at, body` + cols + `)
+		SELECT e.s, e.q, e.i, e.t, e.sub, e.a, e.c, e.b` + vals + `
+		FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[], $7::bigint[], $8::text[], $9::text[], $10::text[])
+			AS e(s, q, i, t, sub, a, c, b, st, w)`
+}()
+
+// appendEventArrays is insertEventArrays that also writes the sessions
+// given as arrays $11 to $15 (see sessionValues).
+var appendEventArrays = `WITH v AS (SELECT * FROM unnest($11::text[], $12::text[], $13::bigint[], $14::bigint[], $15::boolean[])
+		AS v(id, state, ended_at, seq, send_and_end)),
+	u AS (` + updateSessionsFromV + `)
+	` + insertEventArrays
 
 // updateSessionsFromV writes the sessions listed in v (see sessionValues).
 const updateSessionsFromV = `UPDATE sessions SET state = v.state, ended_at = v.ended_at, last_seq = v.seq, send_and_end = v.send_and_end
