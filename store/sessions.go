@@ -461,7 +461,8 @@ func queueMessageKeysInsert(q stmtQueue, d dialect, reqs []*SendMessage, results
 	}
 	if d.arrayParams { // one statement text for any number of keys: it stays prepared
 		n := len(which)
-		sid, sender, key, hash, mid, seq := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]int64, n)
+		strs, seq := columns[string](5, n), make([]int64, n)
+		sid, sender, key, hash, mid := strs[0], strs[1], strs[2], strs[3], strs[4]
 		for j, i := range which {
 			r := reqs[i]
 			sid[j], sender[j], key[j], hash[j], mid[j], seq[j] = r.SessionID, r.Sender, r.IdempotencyKey, r.RequestHash, results[i].resp.MessageID, results[i].resp.Sequence

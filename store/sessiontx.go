@@ -418,9 +418,9 @@ func queueEvents(q stmtQueue, d dialect, events []StoredEvent, advance []*sessio
 // rides in the events' INSERT as a data-modifying CTE.
 func queueEventArrays(q stmtQueue, d dialect, events []StoredEvent, advance []*sessionTx) {
 	n := len(events)
-	sid, eid, typ, subj, aud, body, text, words := make([]string, n), make([]string, n), make([]string, n), make([]string, n),
-		make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-	seq, at := make([]int64, n), make([]int64, n)
+	strs, ints := columns[string](8, n), columns[int64](2, n) // two allocations, not ten
+	sid, eid, typ, subj, aud, body, text, words := strs[0], strs[1], strs[2], strs[3], strs[4], strs[5], strs[6], strs[7]
+	seq, at := ints[0], ints[1]
 	for i, e := range events {
 		in := e.index
 		if in == nil {
@@ -443,6 +443,17 @@ func queueEventArrays(q stmtQueue, d dialect, events []StoredEvent, advance []*s
 		}
 	}
 	q.Exec("append events", appendEventArrays, append(args, id, state, ended, last, sae))
+}
+
+// columns returns k slices of length n on one backing array: the array
+// parameters of one statement.
+func columns[T any](k, n int) [][]T {
+	all := make([]T, k*n)
+	out := make([][]T, k)
+	for i := range out {
+		out[i] = all[i*n : (i+1)*n : (i+1)*n]
+	}
+	return out
 }
 
 // insertEventArrays inserts events given as arrays $1 to $10, one per
