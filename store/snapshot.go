@@ -21,22 +21,9 @@ func viewUpto(visibleThrough, lastChangeSeq int64) int64 {
 	return max(visibleThrough, lastChangeSeq)
 }
 
-// stateAsOf is the session's state right after event upto: ended when the
-// last session.ended or session.reopened up to it is an end.
-func stateAsOf(ctx context.Context, q querier, sessionID string, upto int64) (string, error) {
-	rows, err := q.QueryContext(ctx, stateAsOfQuery, sessionID, upto)
-	if err != nil {
-		return "", fmt.Errorf("store: session state: %w", err)
-	}
-	defer rows.Close()
-	var state string
-	if err := scanStateAsOf(rows, &state); err != nil {
-		return "", fmt.Errorf("store: session state: %w", err)
-	}
-	return state, rows.Err()
-}
-
-// queueStateAsOf is stateAsOf queued on q: state is set by q's Flush.
+// queueStateAsOf queues the read of the session's state right after event
+// upto (ended when the last session.ended or session.reopened up to it is
+// an end) on q: state is set by q's Flush.
 func queueStateAsOf(q stmtQueue, sessionID string, upto int64, state *string) {
 	q.Query("session state", stateAsOfQuery, []any{sessionID, upto}, func(rows rowScanner) error {
 		return scanStateAsOf(rows, state)

@@ -47,24 +47,33 @@ type queued struct {
 	scan        func(rowScanner) error // nil: an Exec
 }
 
+// stmtList is the queue part of a stmtQueue: the statements in order.
+type stmtList struct{ q []queued }
+
+func (l *stmtList) Query(what, query string, args []any, scan func(rowScanner) error) {
+	l.q = append(l.q, queued{what: what, query: query, args: args, scan: scan})
+}
+
+func (l *stmtList) Exec(what, query string, args []any) {
+	l.q = append(l.q, queued{what: what, query: query, args: args})
+}
+
+// take returns the queued statements and empties the queue.
+func (l *stmtList) take() []queued {
+	stmts := l.q
+	l.q = nil
+	return stmts
+}
+
 // sqlQueue runs queued statements on a database/sql transaction, one by
 // one, at Flush.
 type sqlQueue struct {
+	stmtList
 	tx *sql.Tx
-	q  []queued
-}
-
-func (q *sqlQueue) Query(what, query string, args []any, scan func(rowScanner) error) {
-	q.q = append(q.q, queued{what: what, query: query, args: args, scan: scan})
-}
-
-func (q *sqlQueue) Exec(what, query string, args []any) {
-	q.q = append(q.q, queued{what: what, query: query, args: args})
 }
 
 func (q *sqlQueue) Flush(ctx context.Context) error {
-	stmts := q.q
-	q.q = q.q[:0]
+	stmts := q.take()
 	for _, st := range stmts {
 		if st.scan == nil {
 			if _, err := q.tx.ExecContext(ctx, st.query, st.args...); err != nil {
@@ -94,9 +103,9 @@ func (q *sqlQueue) query(ctx context.Context, st queued) error {
 // pgxQueue sends queued statements as one pgx.Batch (one round trip) on
 // a connection of its own transaction, which its first Flush begins.
 type pgxQueue struct {
+	stmtList
 	conn   *pgx.Conn
 	h      *health
-	q      []queued
 	begun  bool // BEGIN was sent
 	wrote  bool // a statement changed rows: the commit is a write (health.ok)
 	commit bool // the next Flush ends with COMMIT
@@ -105,17 +114,8 @@ type pgxQueue struct {
 	committing bool
 }
 
-func (q *pgxQueue) Query(what, query string, args []any, scan func(rowScanner) error) {
-	q.q = append(q.q, queued{what: what, query: query, args: args, scan: scan})
-}
-
-func (q *pgxQueue) Exec(what, query string, args []any) {
-	q.q = append(q.q, queued{what: what, query: query, args: args})
-}
-
 func (q *pgxQueue) Flush(ctx context.Context) error {
-	stmts := q.q
-	q.q = q.q[:0]
+	stmts := q.take()
 	var b pgx.Batch
 	if !q.begun {
 		b.Queue("BEGIN")
