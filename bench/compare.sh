@@ -5,6 +5,7 @@
 #
 #   bench/compare.sh 949084b               # chat and replay, 2 rounds
 #   ROUNDS=3 bench/compare.sh HEAD~5 chat chat-rate
+#   TMPDIR=/tmp/me ASPD_BENCH_DB=aspd_bench_me ASPD_BENCH_ADDR=127.0.0.1:8190 bench/compare.sh 949084b chat   # beside another run
 #
 # Each scenario is bench/run.sh's; the output keeps the throughput and
 # latency lines of each run, labelled "base" (REV) or "new".
@@ -14,21 +15,21 @@ REV=${1:?usage: bench/compare.sh REV [scenario ...]}
 shift
 [ $# -eq 0 ] && set -- chat replay
 ROUNDS=${ROUNDS:-2}
-BASE=$(mktemp -d /tmp/aspd-compare.XXXXXX)
+BASE=$(mktemp -d ${TMPDIR:-/tmp}/aspd-compare.XXXXXX)
 trap 'git worktree remove --force "$BASE" >/dev/null 2>&1 || true' EXIT
 git worktree add --detach "$BASE" "$REV" >/dev/null
 # The base runs this tree's bench/run.sh and both sides this tree's
 # aspbench, so both are driven and reported alike.
 cp bench/run.sh "$BASE/bench/run.sh"
-mkdir -p /tmp/aspd-compare-new
-go build -o /tmp/aspd-compare-new/aspbench-shared ./cmd/aspbench
-export ASPBENCH=/tmp/aspd-compare-new/aspbench-shared
+mkdir -p ${TMPDIR:-/tmp}/aspd-compare-new
+go build -o ${TMPDIR:-/tmp}/aspd-compare-new/aspbench-shared ./cmd/aspbench
+export ASPBENCH=${TMPDIR:-/tmp}/aspd-compare-new/aspbench-shared
 for round in $(seq "$ROUNDS"); do
 	for side in base new; do
 		dir=$BASE; [ "$side" = new ] && dir=$PWD
 		for sc in "$@"; do
 			echo "=== $side $sc (round $round)"
-			(cd "$dir" && OUT=/tmp/aspd-compare-$side bash bench/run.sh "$sc" 2>&1) |
+			(cd "$dir" && OUT=${TMPDIR:-/tmp}/aspd-compare-$side bash bench/run.sh "$sc" 2>&1) |
 				grep -E 'accepted_msgs_per_s|server_cpu_us_per_msg|send_to_deliver |replay_ms|last_recipient|events_replayed|^aspd_|errors:|load average' || true
 		done
 	done

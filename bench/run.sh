@@ -8,12 +8,13 @@
 #   bench/run.sh chat       # one of: chat chat-rate fanout replay idle pgbench purge purge-sqlite
 #   bench/run.sh chat-2nodes chat-rate-2nodes   # two aspd nodes on one database (docs/cluster.md)
 #   ASPD_FLAGS="--group-commit=false" bench/run.sh chat-rate   # compare aspd settings
+#   ASPD_BENCH_DB=aspd_bench_me ASPD_BENCH_ADDR=127.0.0.1:8190 bench/run.sh chat   # beside another run on the same machine
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 PG=${ASPD_BENCH_PG:-postgres://postgres@127.0.0.1:5432}
-DB=aspd_bench
-ADDR=127.0.0.1:8090
+DB=${ASPD_BENCH_DB:-aspd_bench}
+ADDR=${ASPD_BENCH_ADDR:-127.0.0.1:8090}
 OUT=${OUT:-/tmp/aspd-bench}
 export ASPBENCH_ADMIN_TOKEN=bench-admin-token-0123456789
 mkdir -p "$OUT"
@@ -39,7 +40,7 @@ stop_aspd() {
 }
 trap stop_aspd EXIT
 # Two nodes: start_aspd, then a second aspd on the same database at ADDR2.
-ADDR2=127.0.0.1:8091
+ADDR2=${ASPD_BENCH_ADDR2:-127.0.0.1:8091}
 start_cluster() {
 	start_aspd
 	ASPD_ADMIN_TOKEN=$ASPBENCH_ADMIN_TOKEN "$OUT/aspd" --database-url "$PG/$DB?sslmode=disable" \

@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"strings"
@@ -20,7 +19,8 @@ import (
 // involved (in id order, so concurrent batches cannot deadlock) and loads
 // their participants, one checks idempotency keys (when any), one inserts
 // every event and advances every session's counter (two on SQLite), one
-// commit and one fsync. Nothing waits for a batch to fill: at low load a
+// commit and one fsync. On PostgreSQL these travel in two pipelined round
+// trips on pgx's own interface (stmtqueue.go). Nothing waits for a batch to fill: at low load a
 // batch is one message and costs what a lone transaction costs; under load,
 // batches grow by themselves.
 //
@@ -128,11 +128,10 @@ func (s *Store) commitBatch(calls []*sendCall) {
 		for j, i := range live {
 			reqs[j] = &calls[i].req
 		}
-		var applyErr error
-		err := s.inTx(context.Background(), func(tx *sql.Tx) error {
-			var res []sendResult
-			if res, applyErr = s.appendMessages(context.Background(), tx, reqs); applyErr != nil {
-				return applyErr
+		err := s.inQueuedTx(context.Background(), func(q stmtQueue) error {
+			res, err := s.appendMessages(context.Background(), q, reqs)
+			if err != nil {
+				return err
 			}
 			for j, i := range live {
 				results[i] = res[j]
@@ -141,7 +140,7 @@ func (s *Store) commitBatch(calls []*sendCall) {
 		})
 		switch {
 		case err == nil:
-		case applyErr != nil && len(live) > 1 && !errors.Is(applyErr, context.DeadlineExceeded) && !IsUnavailable(err):
+		case len(live) > 1 && !errors.As(err, new(errCommit)) && !errors.Is(err, context.DeadlineExceeded) && !IsUnavailable(err):
 			// A statement failed, and with it the transaction that every
 			// member shared, though the cause may be one member's row. One
 			// request's failure must not fail the others: each member is
@@ -151,7 +150,7 @@ func (s *Store) commitBatch(calls []*sendCall) {
 			// One member (its failure is its own), a transaction that timed
 			// out, or a failed commit, whose outcome is unknown: retrying
 			// could append a message twice. Nor is a batch split when the
-			// store cannot serve (inTx has retried it on another
+			// store cannot serve (inQueuedTx has retried it on another
 			// connection already): every member would fail alike.
 			for _, i := range live {
 				results[i] = sendResult{err: memberError(err)}

@@ -79,7 +79,11 @@ type MomentRecord struct {
 func (s *Store) sendBinding(ctx context.Context, req SendMessage) (protocol.SendMessageResponse, *Commit, error) {
 	var r sendResult
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		results, err := s.appendMessages(ctx, tx, []*SendMessage{&req})
+		q := &sqlQueue{tx: tx}
+		results, err := s.appendMessages(ctx, q, []*SendMessage{&req})
+		if err == nil {
+			err = q.Flush(ctx)
+		}
 		if err != nil {
 			return err
 		}

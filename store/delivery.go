@@ -58,8 +58,26 @@ func (s *Store) Cursor(ctx context.Context, h, sessionID string) (int64, error) 
 	return seq, nil
 }
 
-// SaveCursors writes a batch of cursors in one statement per 200 rows.
+// SaveCursors writes a batch of cursors: on PostgreSQL in one statement of
+// array parameters, whose one text stays prepared whatever the batch's
+// size (a text per size would be prepared again and again); on SQLite in
+// one statement per 200 rows.
 func (s *Store) SaveCursors(ctx context.Context, cursors []visibility.Cursor) error {
+	if len(cursors) == 0 {
+		return nil
+	}
+	if s.d.arrayParams {
+		handles, sids, seqs := make([]string, len(cursors)), make([]string, len(cursors)), make([]int64, len(cursors))
+		for i, c := range cursors {
+			handles[i], sids[i], seqs[i] = c.Handle, c.SessionID, c.Seq
+		}
+		if _, err := s.write.ExecContext(ctx, `INSERT INTO cursors (handle, session_id, seq)
+			SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[])
+			ON CONFLICT (handle, session_id) DO UPDATE SET seq = excluded.seq`, handles, sids, seqs); err != nil {
+			return fmt.Errorf("store: save cursors: %w", err)
+		}
+		return nil
+	}
 	for start := 0; start < len(cursors); start += 200 {
 		batch := cursors[start:min(start+200, len(cursors))]
 		var b strings.Builder

@@ -3,13 +3,13 @@ package store
 import (
 	"context"
 	"database/sql"
-	"database/sql/driver"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
 	"modernc.org/sqlite"
@@ -31,33 +31,47 @@ type dialect struct {
 	// skipLocked ends a locking subquery that several nodes may run at once
 	// (the Chorus outbox claim); SQLite has one writer and needs none.
 	skipLocked string
+	// arrayParams: the dialect binds a list as one array parameter
+	// (= ANY($1), unnest), so that the message path's statements have one
+	// text whatever their number of rows and stay prepared (pgx's statement
+	// cache); SQLite lists them one placeholder each.
+	arrayParams bool
 }
 
 var (
-	postgresDialect = dialect{name: "postgres", goose: goose.DialectPostgres, forUpdate: " FOR UPDATE", forUpdateOfSessions: " FOR UPDATE OF s", dataModifyingCTE: true, skipLocked: " FOR UPDATE SKIP LOCKED"}
+	postgresDialect = dialect{name: "postgres", goose: goose.DialectPostgres, forUpdate: " FOR UPDATE", forUpdateOfSessions: " FOR UPDATE OF s", dataModifyingCTE: true, skipLocked: " FOR UPDATE SKIP LOCKED", arrayParams: true}
 	sqliteDialect   = dialect{name: "sqlite", goose: goose.DialectSQLite3, forUpdate: ""}
 )
 
 func openPostgres(url string) (*Store, error) {
-	cfg, err := pgx.ParseConfig(url)
+	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("store: open postgres: %w", err)
 	}
-	// Before a pooled connection is reused, a look at its socket (no round
-	// trip): a connection the server terminated meanwhile (pg_terminate_backend,
-	// a restart) has its FATAL message or end of stream waiting there, and is
-	// dropped rather than handed to a request that would fail on it.
-	connector := stdlib.GetConnector(*cfg, stdlib.OptionResetSession(func(_ context.Context, c *pgx.Conn) error {
-		if connClosedByPeer(c.PgConn().Conn()) {
-			return driver.ErrBadConn
-		}
-		return nil
-	}))
+	if !strings.Contains(url, "pool_max_conns") { // pgxpool's own setting, in the URL, wins
+		cfg.MaxConns = 32
+	}
+	// Before a pooled connection is handed out, a look at its socket (no
+	// round trip): a connection the server terminated meanwhile
+	// (pg_terminate_backend, a restart) has its FATAL message or end of
+	// stream waiting there, and is dropped rather than handed to a request
+	// that would fail on it; the pool then takes another.
+	cfg.PrepareConn = func(_ context.Context, c *pgx.Conn) (bool, error) {
+		return !connClosedByPeer(c.PgConn().Conn()), nil
+	}
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		return nil, fmt.Errorf("store: open postgres: %w", err)
+	}
+	// One pool for both interfaces: the hot path (stmtqueue.go) takes its
+	// connections from the pool directly; every other statement goes
+	// through database/sql on the same pool, under the guard. database/sql
+	// keeps no idle connection of its own (it would hold it out of the
+	// pool): each use takes one from the pool and gives it back.
 	h := newHealth()
-	db := sql.OpenDB(&guardConnector{inner: connector, h: h, writer: true})
-	db.SetMaxOpenConns(32)
-	db.SetMaxIdleConns(32)
-	return &Store{read: db, write: db, d: postgresDialect, now: timeNow, health: h}, nil
+	db := sql.OpenDB(&guardConnector{inner: stdlib.GetPoolConnector(pool), h: h, writer: true})
+	db.SetMaxIdleConns(0)
+	return &Store{read: db, write: db, pool: pool, d: postgresDialect, now: timeNow, health: h}, nil
 }
 
 // openSQLite opens the embedded store at path. Pragmas go in the DSN so every
@@ -84,6 +98,17 @@ func openSQLite(path string) (*Store, error) {
 	read := sql.OpenDB(&guardConnector{inner: rc, h: h})
 	read.SetMaxOpenConns(8)
 	return &Store{read: read, write: write, d: sqliteDialect, now: timeNow, health: h}, nil
+}
+
+// inStrings is the condition "col is one of vals" with its arguments,
+// numbered from first: one array parameter on PostgreSQL, one placeholder
+// per value on SQLite.
+func (d dialect) inStrings(col string, vals []string, first int) (string, []any) {
+	if d.arrayParams {
+		return fmt.Sprintf("%s = ANY($%d)", col, first), []any{vals}
+	}
+	in, args := inList(vals, first)
+	return col + " IN (" + in + ")", args
 }
 
 // Transcript search (search.go, docs/search.md): the statements that differ.

@@ -14,7 +14,9 @@ import (
 // statement, a row, a commit) passes through one place, health.observe:
 // outages become ErrUnavailable's kind for every caller, whichever of the
 // store's many statements failed, and the health tracker hears of each
-// failure and of each write that commits.
+// failure and of each write that commits. (The message path on PostgreSQL
+// runs on pgx's own interface, outside database/sql: stmtqueue.go passes
+// its errors and commits to the same health tracker itself.)
 //
 // It also lets database/sql retry, on another connection, what is safe to
 // retry when only the connection failed (killed by the server, closed):

@@ -293,8 +293,8 @@ func (s *Store) SendMessage(ctx context.Context, req SendMessage) (protocol.Send
 // sendOne appends one message in its own transaction.
 func (s *Store) sendOne(ctx context.Context, req SendMessage) (protocol.SendMessageResponse, *Commit, error) {
 	var r sendResult
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		results, err := s.appendMessages(ctx, tx, []*SendMessage{&req})
+	err := s.inQueuedTx(ctx, func(q stmtQueue) error {
+		results, err := s.appendMessages(ctx, q, []*SendMessage{&req})
 		if err != nil {
 			return err
 		}
@@ -307,16 +307,18 @@ func (s *Store) sendOne(ctx context.Context, req SendMessage) (protocol.SendMess
 	return r.resp, r.commit, nil
 }
 
-// appendMessages applies the message rule to every request in tx, one
-// message or a whole group-commit batch alike: one statement locks every
-// session involved (in id order) and loads its participants, one loads the
-// idempotency keys in play, each message is appended (appendMessage), then
-// one statement inserts every event and advances every session
-// (writeEvents), and one records the new keys. A request refused by a rule
-// gets its own error in its result; any other error fails the transaction,
-// and is returned. Each session's Commit goes to the first request that
-// appended to it, whose caller publishes it for all.
-func (s *Store) appendMessages(ctx context.Context, tx *sql.Tx, reqs []*SendMessage) ([]sendResult, error) {
+// appendMessages applies the message rule to every request in q's
+// transaction, one message or a whole group-commit batch alike, in two
+// flushes of q (stmtqueue.go): one statement locks every session involved
+// (in id order) and loads its participants, and one loads the idempotency
+// keys in play; each message is appended (appendMessage); then one
+// statement inserts every event and advances every session (writeEvents),
+// and one records the new keys, left queued for the caller's commit. A
+// request refused by a rule gets its own error in its result; any other
+// error fails the transaction, and is returned (or comes with the commit).
+// Each session's Commit goes to the first request that appended to it,
+// whose caller publishes it for all.
+func (s *Store) appendMessages(ctx context.Context, q stmtQueue, reqs []*SendMessage) ([]sendResult, error) {
 	results := make([]sendResult, len(reqs))
 	var ids []string
 	seen := map[string]bool{}
@@ -327,12 +329,11 @@ func (s *Store) appendMessages(ctx context.Context, tx *sql.Tx, reqs []*SendMess
 		}
 	}
 	sort.Strings(ids)
-	sessions, err := s.lockSessions(ctx, tx, ids)
-	if err != nil {
-		return nil, err
-	}
-	keys, err := loadMessageKeys(ctx, tx, reqs)
-	if err != nil {
+	sessions := make(map[string]*sessionTx, len(ids))
+	s.queueLockSessions(ctx, q, ids, sessions)
+	keys := map[msgKey]priorKey{}
+	queueMessageKeys(q, s.d, reqs, keys)
+	if err := q.Flush(ctx); err != nil {
 		return nil, err
 	}
 	var newKeys []int // requests whose key is recorded
@@ -364,12 +365,8 @@ func (s *Store) appendMessages(ctx context.Context, tx *sql.Tx, reqs []*SendMess
 			touched = append(touched, t)
 		}
 	}
-	if err := writeEvents(ctx, tx, s.d, events, touched); err != nil {
-		return nil, err
-	}
-	if err := insertMessageKeys(ctx, tx, reqs, results, newKeys); err != nil {
-		return nil, err
-	}
+	queueEvents(q, s.d, events, touched)
+	queueMessageKeysInsert(q, s.d, reqs, results, newKeys)
 	published := map[string]bool{}
 	for i, req := range reqs {
 		if id := req.SessionID; appended[i] && !published[id] {
@@ -426,9 +423,9 @@ type priorKey struct {
 	resp protocol.SendMessageResponse
 }
 
-// loadMessageKeys loads, in one statement, the message keys that reqs use.
-func loadMessageKeys(ctx context.Context, tx *sql.Tx, reqs []*SendMessage) (map[msgKey]priorKey, error) {
-	out := map[msgKey]priorKey{}
+// queueMessageKeys queues the one statement that loads the message keys
+// reqs use into out.
+func queueMessageKeys(q stmtQueue, d dialect, reqs []*SendMessage, out map[msgKey]priorKey) {
 	var sids, ks []string
 	for _, r := range reqs {
 		if r.IdempotencyKey != "" {
@@ -437,30 +434,43 @@ func loadMessageKeys(ctx context.Context, tx *sql.Tx, reqs []*SendMessage) (map[
 		}
 	}
 	if len(ks) == 0 {
-		return out, nil
+		return
 	}
-	inS, args := inList(dedupe(sids), 1)
-	inK, argsK := inList(dedupe(ks), len(args)+1)
-	rows, err := tx.QueryContext(ctx, `SELECT session_id, sender, key, request_hash, message_id, sequence FROM message_keys
-		WHERE session_id IN (`+inS+`) AND key IN (`+inK+`)`, append(args, argsK...)...)
-	if err != nil {
-		return nil, fmt.Errorf("store: message keys: %w", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var k msgKey
-		var p priorKey
-		if err := rows.Scan(&k.session, &k.sender, &k.key, &p.hash, &p.resp.MessageID, &p.resp.Sequence); err != nil {
-			return nil, fmt.Errorf("store: message keys: %w", err)
+	inS, args := d.inStrings("session_id", dedupe(sids), 1)
+	inK, argsK := d.inStrings("key", dedupe(ks), len(args)+1)
+	q.Query("message keys", `SELECT session_id, sender, key, request_hash, message_id, sequence FROM message_keys
+		WHERE `+inS+` AND `+inK, append(args, argsK...), func(rows rowScanner) error {
+		for rows.Next() {
+			var k msgKey
+			var p priorKey
+			if err := rows.Scan(&k.session, &k.sender, &k.key, &p.hash, &p.resp.MessageID, &p.resp.Sequence); err != nil {
+				return err
+			}
+			out[k] = p
 		}
-		out[k] = p
-	}
-	return out, rows.Err()
+		return nil
+	})
 }
 
-// insertMessageKeys records the keys of the requests in which (indexes of
-// reqs), in multi-row INSERTs of at most 100 rows.
-func insertMessageKeys(ctx context.Context, tx *sql.Tx, reqs []*SendMessage, results []sendResult, which []int) error {
+// queueMessageKeysInsert queues the recording of the keys of the requests
+// in which (indexes of reqs): one statement of array parameters on
+// PostgreSQL, multi-row INSERTs of at most 100 rows on SQLite.
+func queueMessageKeysInsert(q stmtQueue, d dialect, reqs []*SendMessage, results []sendResult, which []int) {
+	if len(which) == 0 {
+		return
+	}
+	if d.arrayParams { // one statement text for any number of keys: it stays prepared
+		n := len(which)
+		strs, seq := columns[string](5, n), make([]int64, n)
+		sid, sender, key, hash, mid := strs[0], strs[1], strs[2], strs[3], strs[4]
+		for j, i := range which {
+			r := reqs[i]
+			sid[j], sender[j], key[j], hash[j], mid[j], seq[j] = r.SessionID, r.Sender, r.IdempotencyKey, r.RequestHash, results[i].resp.MessageID, results[i].resp.Sequence
+		}
+		q.Exec("message keys", `INSERT INTO message_keys (session_id, sender, key, request_hash, message_id, sequence)
+			SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[])`, []any{sid, sender, key, hash, mid, seq})
+		return
+	}
 	for start := 0; start < len(which); start += 100 {
 		batch := which[start:min(start+100, len(which))]
 		var b strings.Builder
@@ -475,11 +485,8 @@ func insertMessageKeys(ctx context.Context, tx *sql.Tx, reqs []*SendMessage, res
 			r := reqs[i]
 			args = append(args, r.SessionID, r.Sender, r.IdempotencyKey, r.RequestHash, results[i].resp.MessageID, results[i].resp.Sequence)
 		}
-		if _, err := tx.ExecContext(ctx, b.String(), args...); err != nil {
-			return fmt.Errorf("store: message keys: %w", err)
-		}
+		q.Exec("message keys", b.String(), args)
 	}
-	return nil
 }
 
 // Leave moves a joined caller to left; the session ends when no joined

@@ -82,8 +82,11 @@ func (p *participant) view() visibility.View {
 // locked, participants are loaded, and appended events get consecutive
 // sequences. save writes it all back in a few statements.
 type sessionTx struct {
-	ctx       context.Context
+	ctx context.Context
+	// tx is the transaction on every path but the message path's, whose
+	// statements go through q alone (stmtqueue.go); q runs on tx otherwise.
 	tx        *sql.Tx
+	q         stmtQueue
 	d         dialect
 	now       int64
 	isNew     bool
@@ -105,7 +108,7 @@ type sessionTx struct {
 
 func (s *Store) newSession(ctx context.Context, tx *sql.Tx, creator, topic string) *sessionTx {
 	now := s.nowMs()
-	return &sessionTx{ctx: ctx, tx: tx, d: s.d, now: now, isNew: true, id: protocol.NewSessionID(), topic: topic,
+	return &sessionTx{ctx: ctx, tx: tx, q: &sqlQueue{tx: tx}, d: s.d, now: now, isNew: true, id: protocol.NewSessionID(), topic: topic,
 		state: protocol.StateActive, createdBy: creator, createdAt: now,
 		parts: map[string]*participant{}, dirty: map[string]bool{}}
 }
@@ -113,50 +116,50 @@ func (s *Store) newSession(ctx context.Context, tx *sql.Tx, creator, topic strin
 // lockSession loads and locks one session and its participants. A session
 // that does not exist is ErrNotFound.
 func (s *Store) lockSession(ctx context.Context, tx *sql.Tx, id string) (*sessionTx, error) {
-	ts, err := s.lockSessions(ctx, tx, []string{id})
-	if err != nil {
+	q := &sqlQueue{tx: tx}
+	ts := make(map[string]*sessionTx, 1)
+	s.queueLockSessions(ctx, q, []string{id}, ts)
+	if err := q.Flush(ctx); err != nil {
 		return nil, err
 	}
 	if t := ts[id]; t != nil {
+		t.tx = tx
 		return t, nil
 	}
 	return nil, ErrNotFound
 }
 
-// lockSessions locks and loads one or many sessions and their participants
-// in one statement (every session has at least its creator as participant);
-// sessions that do not exist are absent from the result. Rows are locked in
-// session id order, so concurrent transactions cannot deadlock.
-func (s *Store) lockSessions(ctx context.Context, tx *sql.Tx, ids []string) (map[string]*sessionTx, error) {
-	out := make(map[string]*sessionTx, len(ids))
-	in, args := inList(ids, 1)
-	rows, err := tx.QueryContext(ctx, `SELECT s.id, s.topic, s.state, s.created_by, s.created_at, s.ended_at, s.last_seq, s.send_and_end,
+// queueLockSessions queues the one statement that locks and loads one or
+// many sessions and their participants (every session has at least its
+// creator as participant) into out; sessions that do not exist stay
+// absent. Rows are locked in session id order, so concurrent transactions
+// cannot deadlock.
+func (s *Store) queueLockSessions(ctx context.Context, q stmtQueue, ids []string, out map[string]*sessionTx) {
+	in, args := s.d.inStrings("s.id", ids, 1)
+	q.Query("lock sessions", `SELECT s.id, s.topic, s.state, s.created_by, s.created_at, s.ended_at, s.last_seq, s.send_and_end,
 			p.handle, p.status, p.visible_through, p.last_change_seq, p.disconnected, p.invited_at, p.joined_at, p.left_at
 		FROM sessions s JOIN participants p ON p.session_id = s.id
-		WHERE s.id IN (`+in+`) ORDER BY s.id, COALESCE(p.invited_at, p.joined_at), p.handle`+s.d.forUpdateOfSessions, args...)
-	if err != nil {
-		return nil, fmt.Errorf("store: lock sessions: %w", err)
-	}
-	defer rows.Close()
-	now := s.nowMs()
-	for rows.Next() {
-		var r sessionTx
-		p := &participant{}
-		if err := rows.Scan(&r.id, &r.topic, &r.state, &r.createdBy, &r.createdAt, &r.endedAt, &r.lastSeq, &r.sendAndEnd,
-			&p.handle, &p.status, &p.visibleThrough, &p.lastChangeSeq, &p.disconnected, &p.invitedAt, &p.joinedAt, &p.leftAt); err != nil {
-			return nil, fmt.Errorf("store: lock sessions: %w", err)
+		WHERE `+in+` ORDER BY s.id, COALESCE(p.invited_at, p.joined_at), p.handle`+s.d.forUpdateOfSessions, args, func(rows rowScanner) error {
+		now := s.nowMs()
+		for rows.Next() {
+			var r sessionTx
+			p := &participant{}
+			if err := rows.Scan(&r.id, &r.topic, &r.state, &r.createdBy, &r.createdAt, &r.endedAt, &r.lastSeq, &r.sendAndEnd,
+				&p.handle, &p.status, &p.visibleThrough, &p.lastChangeSeq, &p.disconnected, &p.invitedAt, &p.joinedAt, &p.leftAt); err != nil {
+				return err
+			}
+			t := out[r.id]
+			if t == nil {
+				t = &sessionTx{ctx: ctx, q: q, d: s.d, now: now, id: r.id, topic: r.topic, state: r.state, createdBy: r.createdBy,
+					createdAt: r.createdAt, endedAt: r.endedAt, lastSeq: r.lastSeq, sendAndEnd: r.sendAndEnd,
+					parts: map[string]*participant{}, dirty: map[string]bool{}}
+				out[r.id] = t
+			}
+			t.parts[p.handle] = p
+			t.order = append(t.order, p.handle)
 		}
-		t := out[r.id]
-		if t == nil {
-			t = &sessionTx{ctx: ctx, tx: tx, d: s.d, now: now, id: r.id, topic: r.topic, state: r.state, createdBy: r.createdBy,
-				createdAt: r.createdAt, endedAt: r.endedAt, lastSeq: r.lastSeq, sendAndEnd: r.sendAndEnd,
-				parts: map[string]*participant{}, dirty: map[string]bool{}}
-			out[r.id] = t
-		}
-		t.parts[p.handle] = p
-		t.order = append(t.order, p.handle)
-	}
-	return out, rows.Err()
+		return nil
+	})
 }
 
 // participant returns h's participant row, creating an empty one if absent.
@@ -291,7 +294,12 @@ func (t *sessionTx) knownState(h string) (string, error) {
 	if upto >= t.lastSeq {
 		return t.state, nil
 	}
-	return stateAsOf(t.ctx, t.tx, t.id, upto)
+	var state string
+	queueStateAsOf(t.q, t.id, upto, &state)
+	if err := t.q.Flush(t.ctx); err != nil {
+		return "", err
+	}
+	return state, nil
 }
 
 // mustBeJoined is the state check of invite, send, leave and end:
@@ -361,50 +369,109 @@ func (t *sessionTx) save() error {
 			return fmt.Errorf("store: save participant: %w", err)
 		}
 	}
-	return writeEvents(ctx, tx, t.d, t.events, advance)
+	queueEvents(t.q, t.d, t.events, advance)
+	return t.q.Flush(ctx)
 }
 
 // eventsPerStatement bounds the rows of one multi-row INSERT of events.
 const eventsPerStatement = 100
 
-// writeEvents is the one insert of the event log: it appends events and
-// writes the state and counter (last_seq) of the existing sessions in
-// advance, whose events they are. On PostgreSQL, when the events fit one
-// statement, the sessions' UPDATE rides in the events' INSERT (a
-// data-modifying CTE): one round trip. Otherwise the events go in multi-row
-// INSERTs of at most eventsPerStatement rows, and the sessions in one UPDATE.
-func writeEvents(ctx context.Context, tx *sql.Tx, d dialect, events []StoredEvent, advance []*sessionTx) error {
+// queueEvents queues the one insert of the event log: it appends events
+// and writes the state and counter (last_seq) of the existing sessions in
+// advance, whose events they are. On PostgreSQL, one statement of array
+// parameters (queueEventArrays). Otherwise the events go in multi-row
+// INSERTs of at most eventsPerStatement rows, and the sessions in one
+// UPDATE.
+func queueEvents(q stmtQueue, d dialect, events []StoredEvent, advance []*sessionTx) {
 	if len(events) == 0 {
-		return nil
+		return
+	}
+	if d.arrayParams {
+		queueEventArrays(q, d, events, advance)
+		return
 	}
 	if d.dataModifyingCTE && len(advance) > 0 && len(events) <= eventsPerStatement {
 		var b strings.Builder
 		args := sessionValues(&b, advance)
 		b.WriteString(`, u AS (` + updateSessionsFromV + `) `)
 		args = eventValues(&b, d, args, events)
-		if _, err := tx.ExecContext(ctx, b.String(), args...); err != nil {
-			return fmt.Errorf("store: append events: %w", err)
-		}
-		return nil
+		q.Exec("append events", b.String(), args)
+		return
 	}
 	for start := 0; start < len(events); start += eventsPerStatement {
 		var b strings.Builder
 		args := eventValues(&b, d, nil, events[start:min(start+eventsPerStatement, len(events))])
-		if _, err := tx.ExecContext(ctx, b.String(), args...); err != nil {
-			return fmt.Errorf("store: insert events: %w", err)
-		}
+		q.Exec("insert events", b.String(), args)
 	}
 	if len(advance) == 0 {
-		return nil
+		return
 	}
 	var b strings.Builder
 	args := sessionValues(&b, advance)
 	b.WriteString(` ` + updateSessionsFromV)
-	if _, err := tx.ExecContext(ctx, b.String(), args...); err != nil {
-		return fmt.Errorf("store: advance sessions: %w", err)
-	}
-	return nil
+	q.Exec("advance sessions", b.String(), args)
 }
+
+// queueEventArrays is queueEvents for a dialect of array parameters
+// (PostgreSQL): one statement, whose text does not depend on the number of
+// events or sessions, so that it stays prepared. The sessions' UPDATE
+// rides in the events' INSERT as a data-modifying CTE.
+func queueEventArrays(q stmtQueue, d dialect, events []StoredEvent, advance []*sessionTx) {
+	n := len(events)
+	strs, ints := columns[string](8, n), columns[int64](2, n) // two allocations, not ten
+	sid, eid, typ, subj, aud, body, text, words := strs[0], strs[1], strs[2], strs[3], strs[4], strs[5], strs[6], strs[7]
+	seq, at := ints[0], ints[1]
+	for i, e := range events {
+		in := e.index
+		if in == nil {
+			in = newSearchInput(d, search.ExtractEvent(e.Type, e.Body))
+		}
+		sid[i], seq[i], eid[i], typ[i], subj[i], aud[i], at[i], body[i], text[i], words[i] =
+			e.SessionID, e.Sequence, e.EventID, e.Type, e.Subject, encodeAudience(e.Audience), e.CreatedAt, string(e.Body), in.text, in.words
+	}
+	args := []any{sid, seq, eid, typ, subj, aud, at, body, text, words}
+	if len(advance) == 0 {
+		q.Exec("insert events", insertEventArrays, args)
+		return
+	}
+	m := len(advance)
+	id, state, ended, last, sae := make([]string, m), make([]string, m), make([]*int64, m), make([]int64, m), make([]bool, m)
+	for i, t := range advance {
+		id[i], state[i], last[i], sae[i] = t.id, t.state, t.lastSeq, t.sendAndEnd
+		if t.endedAt.Valid {
+			ended[i] = &t.endedAt.Int64
+		}
+	}
+	q.Exec("append events", appendEventArrays, append(args, id, state, ended, last, sae))
+}
+
+// columns returns k slices of length n on one backing array: the array
+// parameters of one statement.
+func columns[T any](k, n int) [][]T {
+	all := make([]T, k*n)
+	out := make([][]T, k)
+	for i := range out {
+		out[i] = all[i*n : (i+1)*n : (i+1)*n]
+	}
+	return out
+}
+
+// insertEventArrays inserts events given as arrays $1 to $10, one per
+// column, the search columns' input last (see eventSearchColumns).
+var insertEventArrays = func() string {
+	cols, vals := postgresDialect.eventSearchColumns("e.st", "e.w")
+	return `INSERT INTO events (session_id, sequence, event_id, type, subject, audience, created_at, body` + cols + `)
+		SELECT e.s, e.q, e.i, e.t, e.sub, e.a, e.c, e.b` + vals + `
+		FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[], $7::bigint[], $8::text[], $9::text[], $10::text[])
+			AS e(s, q, i, t, sub, a, c, b, st, w)`
+}()
+
+// appendEventArrays is insertEventArrays that also writes the sessions
+// given as arrays $11 to $15 (see sessionValues).
+var appendEventArrays = `WITH v AS (SELECT * FROM unnest($11::text[], $12::text[], $13::bigint[], $14::bigint[], $15::boolean[])
+		AS v(id, state, ended_at, seq, send_and_end)),
+	u AS (` + updateSessionsFromV + `)
+	` + insertEventArrays
 
 // updateSessionsFromV writes the sessions listed in v (see sessionValues).
 const updateSessionsFromV = `UPDATE sessions SET state = v.state, ended_at = v.ended_at, last_seq = v.seq, send_and_end = v.send_and_end

@@ -21,20 +21,33 @@ func viewUpto(visibleThrough, lastChangeSeq int64) int64 {
 	return max(visibleThrough, lastChangeSeq)
 }
 
-// stateAsOf is the session's state right after event upto: ended when the
-// last session.ended or session.reopened up to it is an end.
-func stateAsOf(ctx context.Context, q querier, sessionID string, upto int64) (string, error) {
-	var typ string
-	err := q.QueryRowContext(ctx, `SELECT type FROM events
+// queueStateAsOf queues the read of the session's state right after event
+// upto (ended when the last session.ended or session.reopened up to it is
+// an end) on q: state is set by q's Flush.
+func queueStateAsOf(q stmtQueue, sessionID string, upto int64, state *string) {
+	q.Query("session state", stateAsOfQuery, []any{sessionID, upto}, func(rows rowScanner) error {
+		return scanStateAsOf(rows, state)
+	})
+}
+
+const stateAsOfQuery = `SELECT type FROM events
 		WHERE session_id = $1 AND sequence <= $2 AND type IN ('session.ended', 'session.reopened')
-		ORDER BY sequence DESC LIMIT 1`, sessionID, upto).Scan(&typ)
-	if errors.Is(err, sql.ErrNoRows) || err == nil && typ == protocol.EventReopened {
-		return protocol.StateActive, nil
+		ORDER BY sequence DESC LIMIT 1`
+
+// scanStateAsOf reads stateAsOfQuery's row, if any, into state.
+func scanStateAsOf(rows rowScanner, state *string) error {
+	*state = protocol.StateActive
+	if !rows.Next() {
+		return nil
 	}
-	if err != nil {
-		return "", fmt.Errorf("store: session state: %w", err)
+	var typ string
+	if err := rows.Scan(&typ); err != nil {
+		return err
 	}
-	return protocol.StateEnded, nil
+	if typ != protocol.EventReopened {
+		*state = protocol.StateEnded
+	}
+	return nil
 }
 
 // GetSession returns a session snapshot for a current or former

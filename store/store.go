@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/pressly/goose/v3"
 
 	"github.com/aspd/aspd/migrations"
@@ -33,6 +34,9 @@ import (
 type Store struct {
 	read  *sql.DB // reads
 	write *sql.DB // transactions that write; one connection on SQLite
+	// pool is PostgreSQL's connection pool, under read and write too; the
+	// message path uses it directly (stmtqueue.go). nil on SQLite.
+	pool  *pgxpool.Pool
 	d     dialect
 	now   func() time.Time
 	batch *batcher       // group commit of messages; nil = one transaction per message
@@ -134,6 +138,9 @@ func (s *Store) Close() error {
 	err := s.read.Close()
 	if s.write != s.read {
 		err = errors.Join(err, s.write.Close())
+	}
+	if s.pool != nil {
+		s.pool.Close()
 	}
 	return err
 }
