@@ -80,3 +80,43 @@ func (a *App) Export(ctx context.Context, req ExportRequest, begin func(), emit 
 	})
 	return n, err
 }
+
+// OperatorEnd ends active session id as the operator (the console's End
+// session) and returns the session as it now is. An ended session is a
+// conflict (session_ended).
+func (a *App) OperatorEnd(ctx context.Context, id string) (*protocol.Session, error) {
+	if err := checkSessionID(id); err != nil {
+		return nil, err
+	}
+	commit, err := a.st.OperatorEnd(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	a.publish(commit)
+	a.log.Info("session ended by the operator", "session", id)
+	return a.st.AdminSession(ctx, id)
+}
+
+// RemoveParticipant takes handle (joined or invited) out of active session
+// id as the operator; the session ends if no joined participant remains.
+// A handle that is not a current participant is not found.
+func (a *App) RemoveParticipant(ctx context.Context, id, handle string) (*protocol.Session, error) {
+	if err := checkSessionID(id); err != nil {
+		return nil, err
+	}
+	if err := checkHandle(handle); err != nil {
+		return nil, err
+	}
+	commit, err := a.st.RemoveParticipant(ctx, id, handle)
+	if err != nil {
+		return nil, err
+	}
+	a.publish(commit)
+	a.log.Info("participant removed by the operator", "session", id, "agent", handle)
+	return a.st.AdminSession(ctx, id)
+}
+
+// Nodes lists the cluster's registered nodes (the console's overview).
+func (a *App) Nodes(ctx context.Context) ([]store.NodeInfo, error) {
+	return a.st.Nodes(ctx)
+}
