@@ -263,7 +263,7 @@ var routeTable = []route{
 			aliases: [][2]string{{"before", "cursor"}},
 			needs:   map[string]string{"status": "participant"},
 		},
-		response: protocol.SessionList[*protocol.Session]{}, status: http.StatusOK,
+		response: protocol.SessionList[*protocol.AdminSession]{}, status: http.StatusOK,
 		summary: "List sessions, newest first.",
 		handler: (*Server).adminListSessions},
 	{method: http.MethodGet, path: "/admin/v1/sessions/:id", auth: authOperator,

@@ -9,15 +9,27 @@ import (
 
 // The operator's reads: every session, complete event logs, exports.
 
-// AdminSessions lists the sessions matching f, newest first.
-func (a *App) AdminSessions(ctx context.Context, f SessionFilter) (protocol.SessionList[*protocol.Session], error) {
+// AdminSessions lists the sessions matching f, newest first, each with its
+// activity (message count, last activity) for the console's list.
+func (a *App) AdminSessions(ctx context.Context, f SessionFilter) (protocol.SessionList[*protocol.AdminSession], error) {
+	var none protocol.SessionList[*protocol.AdminSession]
 	sessions, err := a.st.ListSessions(ctx, f.store())
 	if err != nil {
-		return protocol.SessionList[*protocol.Session]{}, err
+		return none, err
 	}
-	out := protocol.SessionList[*protocol.Session]{Sessions: sessions}
-	if out.Sessions == nil {
-		out.Sessions = []*protocol.Session{}
+	ids := make([]string, len(sessions))
+	for i, s := range sessions {
+		ids[i] = s.ID
+	}
+	act, err := a.st.SessionsActivity(ctx, ids)
+	if err != nil {
+		return none, err
+	}
+	out := protocol.SessionList[*protocol.AdminSession]{Sessions: make([]*protocol.AdminSession, 0, len(sessions))}
+	for _, s := range sessions {
+		x := act[s.ID]
+		out.Sessions = append(out.Sessions, &protocol.AdminSession{Session: *s,
+			MessageCount: x.MessageCount, LastSequence: x.LastSequence, LastActivityAt: x.LastActivityAt})
 	}
 	if len(sessions) == f.Limit {
 		out.NextCursor = sessions[len(sessions)-1].ID
