@@ -46,7 +46,7 @@ func (s *Server) adminListAgents(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	agents, err := s.app.Agents(c.Request().Context(), q.Get("owner"))
+	agents, err := s.app.AdminAgents(c.Request().Context(), q.Get("owner"))
 	if err != nil {
 		return err
 	}

@@ -85,7 +85,7 @@ type (
 		Node        string `json:"node,omitempty"` // cluster mode only
 	}
 	agentList struct {
-		Agents []*protocol.Agent `json:"agents"`
+		Agents []*protocol.AdminAgent `json:"agents"`
 	}
 	streamList struct {
 		Streams []protocol.StreamInfo `json:"streams"`

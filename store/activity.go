@@ -49,3 +49,38 @@ func (s *Store) SessionsActivity(ctx context.Context, ids []string) (map[string]
 	}
 	return out, nil
 }
+
+// Presence is an agent's network presence as the presence table keeps it.
+type Presence struct {
+	Online       bool
+	OfflineSince int64 // epoch ms; 0 when online or never seen
+}
+
+// AgentsPresence returns the presence rows of handles (the console's agent
+// list); an agent that never connected has none.
+func (s *Store) AgentsPresence(ctx context.Context, handles []string) (map[string]Presence, error) {
+	out := make(map[string]Presence, len(handles))
+	if len(handles) == 0 {
+		return out, nil
+	}
+	in, args := inList(handles, 1)
+	rows, err := s.read.QueryContext(ctx, `SELECT handle, online, offline_since FROM presence WHERE handle IN (`+in+`)`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("store: agents presence: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var h string
+		var p Presence
+		var since sql.NullInt64
+		if err := rows.Scan(&h, &p.Online, &since); err != nil {
+			return nil, fmt.Errorf("store: agents presence: %w", err)
+		}
+		p.OfflineSince = since.Int64
+		out[h] = p
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: agents presence: %w", err)
+	}
+	return out, nil
+}

@@ -132,3 +132,56 @@ func (a *App) RemoveParticipant(ctx context.Context, id, handle string) (*protoc
 func (a *App) Nodes(ctx context.Context) ([]store.NodeInfo, error) {
 	return a.st.Nodes(ctx)
 }
+
+// AdminAgents lists agents (of one owner when owner is not empty) with how
+// each is reached now: presence, last seen, its connections on this node,
+// and its doors (WebSocket, Chorus with its health).
+func (a *App) AdminAgents(ctx context.Context, owner string) ([]*protocol.AdminAgent, error) {
+	agents, err := a.Agents(ctx, owner)
+	if err != nil {
+		return nil, err
+	}
+	handles := make([]string, len(agents))
+	for i, ag := range agents {
+		handles[i] = ag.Handle
+	}
+	presence, err := a.st.AgentsPresence(ctx, handles)
+	if err != nil {
+		return nil, err
+	}
+	chorus, healthy := map[string]bool{}, map[string]bool{}
+	if a.ChorusEnabled() {
+		for _, list := range []struct {
+			set  map[string]bool
+			read func(context.Context) ([]string, error)
+		}{{chorus, a.st.ChorusHandles}, {healthy, a.st.ChorusHealthyHandles}} {
+			hs, err := list.read(ctx)
+			if err != nil {
+				return nil, err
+			}
+			for _, h := range hs {
+				list.set[h] = true
+			}
+		}
+	}
+	out := make([]*protocol.AdminAgent, 0, len(agents))
+	for _, ag := range agents {
+		p := presence[ag.Handle]
+		x := &protocol.AdminAgent{Agent: *ag, Online: p.Online, Connections: a.hub.ConnectionsOf(ag.Handle), Doors: []string{}}
+		if !p.Online {
+			x.LastSeenAt = p.OfflineSince
+		}
+		if x.Connections > 0 || p.Online && !chorus[ag.Handle] {
+			x.Doors = append(x.Doors, "websocket")
+		}
+		if chorus[ag.Handle] {
+			x.Doors = append(x.Doors, "chorus")
+			x.Chorus = "failing"
+			if healthy[ag.Handle] {
+				x.Chorus = "healthy"
+			}
+		}
+		out = append(out, x)
+	}
+	return out, nil
+}
