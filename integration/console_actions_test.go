@@ -66,7 +66,6 @@ func TestConsoleActionsInBrowser(t *testing.T) {
 			for _, k := range []string{"events_per_second", "connections", "deliver_p99_ms", "chorus_backlog", "http_5xx_per_second"} {
 				b.waitFor("the chart "+k, fmt.Sprintf(`!!document.querySelector('#chart-%s canvas')`, k))
 			}
-			b.shot("console-overview")
 		})
 
 		alice := s.provision("@ops.alice", "open")
@@ -171,6 +170,18 @@ func TestConsoleActionsInBrowser(t *testing.T) {
 			// left-to-right line.
 			b.shot("console-bidi")
 
+			// Remove carol (invited): asked first, then done.
+			b.waitFor("carol's Remove", `!!document.querySelector('#session-head li[data-handle="@ops.carol"] .remove-participant')`)
+			b.do("remove carol", chromedp.Click(chromedp.CSS(`#session-head li[data-handle="@ops.carol"] .remove-participant`)))
+			b.waitFor("the dialog", `!!document.querySelector('dialog[open] #confirm-remove')`)
+			b.shot("console-session-actions")
+			b.confirm("confirm-remove")
+			b.waitFor("carol left", `document.querySelector('#session-head li[data-handle="@ops.carol"]')?.textContent.includes('left')`)
+			if got := alice.getSession(sid).statuses(); !strings.Contains(got, "@ops.carol=left") {
+				t.Fatalf("after removal: %s", got)
+			}
+			b.waitFor("the left event live", `[...document.querySelectorAll('#transcript li.system')].some(li => li.textContent.includes('left @ops.carol'))`)
+
 			// Auto-follow: at the bottom, new events scroll into view.
 			var last int64
 			for i := range 40 {
@@ -213,26 +224,24 @@ func TestConsoleActionsInBrowser(t *testing.T) {
 				t.Fatalf("last line of the transcript: %s", lines[len(lines)-1])
 			}
 
-			// Remove carol (invited): asked first, then done.
-			b.waitFor("carol's Remove", `!!document.querySelector('#session-head li[data-handle="@ops.carol"] .remove-participant')`)
-			b.do("remove carol", chromedp.Click(chromedp.CSS(`#session-head li[data-handle="@ops.carol"] .remove-participant`)))
-			b.confirm("confirm-remove")
-			b.waitFor("carol left", `document.querySelector('#session-head li[data-handle="@ops.carol"]')?.textContent.includes('left')`)
-			if got := alice.getSession(sid).statuses(); !strings.Contains(got, "@ops.carol=left") {
-				t.Fatalf("after removal: %s", got)
-			}
-			b.waitFor("the left event live", `[...document.querySelectorAll('#transcript li.system')].some(li => li.textContent.includes('left @ops.carol'))`)
-
 			// End the session.
 			b.do("end", chromedp.Click(chromedp.ID("end-session")))
 			b.confirm("confirm-end")
 			b.waitFor("ended", `document.getElementById('session-state')?.textContent === 'ended' && !document.getElementById('end-session')`)
 			b.waitFor("the ended event live", `[...document.querySelectorAll('#transcript li.system')].some(li => li.textContent.startsWith('#') && li.textContent.includes('ended'))`)
+			// Still following: the redrawn snapshot above did not stop it.
+			b.waitFor("the end followed", `document.getElementById('new-messages').hidden && window.innerHeight + window.scrollY >= document.documentElement.scrollHeight - 40`)
 			code, raw := s.adminDo("GET", "/sessions/"+sid, nil)
 			if code != http.StatusOK || !strings.Contains(string(raw), `"state":"ended"`) {
 				t.Fatalf("after End: %d %s", code, raw)
 			}
-			b.shot("console-session-actions")
+		})
+
+		t.Run("overview after traffic", func(t *testing.T) {
+			b.t = t
+			b.goTo("#/overview", "Overview")
+			b.waitFor("the connections chart with a value", `/now \d/.test(document.querySelector('#chart-connections .latest')?.textContent)`)
+			b.shot("console-overview")
 		})
 
 		t.Run("narrow screen", func(t *testing.T) {

@@ -7,6 +7,7 @@ import {api} from './api.js';
 import {el, clear, status, time} from './dom.js';
 
 const INTERVAL = 5000;
+const WINDOW = 15 * 60; // seconds on the x axis
 
 // charts are the series shown, each in its own chart.
 const charts = [
@@ -39,18 +40,21 @@ export function mount(root) {
     let p = plots.get(c.key);
     if (!p) {
       const box = el('div', {class: 'plot'});
-      const latest = el('span', {class: 'latest'});
+      const latest = el('span', {class: 'latest note'});
       grid.appendChild(el('div', {class: 'card chart', id: `chart-${c.key}`}, el('h3', {}, c.title, ' ', latest), box));
       p = {box, latest, plot: null};
       plots.set(c.key, p);
     }
     const last = [...ys].reverse().find((v) => v !== null && v !== undefined);
-    p.latest.textContent = last === undefined ? '(no data)' : `now ${last}${c.unit}`;
+    p.latest.textContent = last === undefined ? 'no data yet' : `now ${last}${c.unit}`;
     if (typeof uPlot !== 'function') return; // the script did not load: the numbers still show
     const width = Math.max(200, p.box.clientWidth || 300);
     if (!p.plot) {
+      // The x axis is always the last 15 minutes up to the newest sample,
+      // however few samples there are yet.
       p.plot = new uPlot({width, height: 140, legend: {show: false}, cursor: {show: true},
-        scales: {x: {time: true}, y: {range: (u, lo, hi) => [0, Math.max(1, hi * 1.1)]}},
+        scales: {x: {time: true, range: (u) => { const end = u.data[0].at(-1) ?? Date.now() / 1000; return [end - WINDOW, end]; }},
+          y: {range: (u, lo, hi) => [0, Math.max(1, (hi ?? 0) * 1.1)]}},
         series: [{}, {label: c.title, stroke: '#1f5fbf', fill: 'rgba(31,95,191,0.1)', width: 1.5, spanGaps: false}],
         axes: [{}, {size: 50}]}, [t, ys], p.box);
     } else {

@@ -102,9 +102,18 @@ export function mountSession(root, id) {
     unseen = 0; marker.hidden = true; following = true;
     window.scrollTo(0, document.documentElement.scrollHeight);
   }
+  // Only the reader scrolling up stops the following: layout changes above
+  // (a status line, a redrawn snapshot) move the page without meaning that.
+  let lastY = window.scrollY;
   function onScroll() {
-    following = atBottom();
-    if (following && unseen) { unseen = 0; marker.hidden = true; }
+    const y = window.scrollY;
+    if (atBottom()) {
+      following = true;
+      if (unseen) { unseen = 0; marker.hidden = true; }
+    } else if (y < lastY) {
+      following = false;
+    }
+    lastY = y;
   }
   window.addEventListener('scroll', onScroll, {passive: true});
 
