@@ -2,38 +2,25 @@ package store
 
 import (
 	"context"
-	"database/sql"
 
 	"github.com/aspd/aspd/protocol"
 )
 
 // The operator's changes to a session (the console's End and Remove). They
 // are not a participant's acts: the operator is in no session, so they lock
-// the session directly instead of going through withSession's membership
-// check, and the events they append name no agent as the actor.
+// the session with lockedSession, without withSession's membership check,
+// and the events they append name no agent as the actor.
 
-// operatorSession runs fn on locked session id in one transaction (inTx, so
-// an audit entry in ctx is written with the change) and returns the commit.
+// operatorSession runs fn on active session id, locked, in one transaction
+// (inTx, so an audit entry in ctx is written with the change); an ended
+// session is ErrSessionEnded.
 func (s *Store) operatorSession(ctx context.Context, id string, fn func(t *sessionTx) error) (*Commit, error) {
-	var commit *Commit
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		t, err := s.lockSession(ctx, tx, id)
-		if err != nil {
-			return err
-		}
+	return s.lockedSession(ctx, id, func(t *sessionTx) error {
 		if t.state != protocol.StateActive {
 			return ErrSessionEnded
 		}
-		if err := fn(t); err != nil {
-			return err
-		}
-		if err := t.save(); err != nil {
-			return err
-		}
-		commit = t.commit()
-		return nil
+		return fn(t)
 	})
-	return commit, err
 }
 
 // OperatorEnd ends active session id on the operator's behalf. The
