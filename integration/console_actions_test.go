@@ -204,6 +204,15 @@ func TestConsoleActionsInBrowser(t *testing.T) {
 			b.do("follow", chromedp.Click(chromedp.ID("new-messages")))
 			b.waitFor("at the bottom again", `window.innerHeight + window.scrollY >= document.documentElement.scrollHeight - 40 && document.getElementById('new-messages').hidden`)
 
+			// A membership change redraws the snapshot above the transcript;
+			// the page still follows.
+			if code, body := s.adminDo("DELETE", "/sessions/"+sid+"/participants/"+bot.handle, nil); code != http.StatusOK {
+				t.Fatalf("remove the bot: %d %s", code, body)
+			}
+			b.waitFor("the bot left", `document.querySelector('#session-head li[data-handle="@ops.bot"]')?.textContent.includes('left')`)
+			b.waitFor("still following", `document.getElementById('new-messages').hidden && window.innerHeight + window.scrollY >= document.documentElement.scrollHeight - 40`)
+			last++
+
 			// Download the transcript: JSON Lines, one event per line.
 			dir := t.TempDir()
 			b.do("allow downloads", chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
@@ -224,13 +233,20 @@ func TestConsoleActionsInBrowser(t *testing.T) {
 				t.Fatalf("last line of the transcript: %s", lines[len(lines)-1])
 			}
 
+			// aspd restarting: the badge says reconnecting (its own look),
+			// then live again, and nothing is missed.
+			s.stop()
+			b.waitFor("reconnecting", `document.getElementById('live-state').className === 'live state-reconnecting' && document.getElementById('live-state').textContent === 'reconnecting'`)
+			s.restart()
+			b.waitFor("live again", `document.getElementById('live-state').className === 'live state-live'`)
+			after := alice.send(sid, "after the restart")
+			b.waitFor("the message after the restart", fmt.Sprintf(`!!document.querySelector('#transcript li[data-seq="%d"]')`, after))
+
 			// End the session.
 			b.do("end", chromedp.Click(chromedp.ID("end-session")))
 			b.confirm("confirm-end")
 			b.waitFor("ended", `document.getElementById('session-state')?.textContent === 'ended' && !document.getElementById('end-session')`)
 			b.waitFor("the ended event live", `[...document.querySelectorAll('#transcript li.system')].some(li => li.textContent.startsWith('#') && li.textContent.includes('ended'))`)
-			// Still following: the redrawn snapshot above did not stop it.
-			b.waitFor("the end followed", `document.getElementById('new-messages').hidden && window.innerHeight + window.scrollY >= document.documentElement.scrollHeight - 40`)
 			code, raw := s.adminDo("GET", "/sessions/"+sid, nil)
 			if code != http.StatusOK || !strings.Contains(string(raw), `"state":"ended"`) {
 				t.Fatalf("after End: %d %s", code, raw)
