@@ -272,6 +272,11 @@ func TestConsoleActionsInBrowser(t *testing.T) {
 			if w := overflow(b, 375); w > 0 {
 				t.Fatalf("the agents page overflows a 375px screen by %dpx", w)
 			}
+			b.goTo("#/overview", "Overview")
+			b.waitFor("the charts", `!!document.querySelector('#chart-connections canvas')`)
+			if w := overflow(b, 375); w > 0 {
+				t.Fatalf("the overview overflows a 375px screen by %dpx", w)
+			}
 			b.do("desktop viewport", chromedp.EmulateViewport(1280, 900))
 		})
 
