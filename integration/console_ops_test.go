@@ -44,11 +44,7 @@ func TestConsoleOpsInBrowser(t *testing.T) {
 			"initial_message": map[string]any{"content": "a secret: hunter2"}})
 		bob.join(sid)
 		b := newBrowser(t)
-		login := func(token string) {
-			b.do("open the console", chromedp.Navigate(s.url+"/console"), chromedp.WaitVisible(chromedp.ID("login-token")))
-			b.do("log in", chromedp.SendKeys(chromedp.ID("login-token"), token), chromedp.Click(chromedp.CSS("#login-form button")))
-			b.waitFor("the console", `!document.getElementById('nav').hidden`)
-		}
+		login := func(token string) { b.login(s.url, token) }
 
 		t.Run("redact", func(t *testing.T) {
 			b.t = t
@@ -105,7 +101,6 @@ func TestConsoleOpsInBrowser(t *testing.T) {
 				Token string `json:"token"`
 			}
 			mustUnmarshal(t, body, &tok)
-			eval[any](b, `sessionStorage.clear(); null`)
 			login(tok.Token)
 			b.waitFor("read-only", `document.body.classList.contains('read-only') && document.getElementById('whoami').textContent.includes('read')`)
 			b.goTo("#/agents", "Agents")
