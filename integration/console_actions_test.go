@@ -253,6 +253,14 @@ func TestConsoleActionsInBrowser(t *testing.T) {
 			}
 		})
 
+		t.Run("closed stream", func(t *testing.T) {
+			b.t = t
+			// A refused stream (no such session) is closed, not retried.
+			b.goTo("#/sessions/sess_NOSUCH", "")
+			b.waitFor("closed", `document.getElementById('live-state')?.className === 'live state-closed' && document.getElementById('live-state').textContent === 'closed'`)
+			b.waitFor("the reason", `document.getElementById('session-status').textContent.includes('No such session')`)
+		})
+
 		t.Run("overview after traffic", func(t *testing.T) {
 			b.t = t
 			b.goTo("#/overview", "Overview")

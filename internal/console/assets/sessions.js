@@ -221,7 +221,12 @@ export function mountSession(root, id) {
       });
     } catch (err) {
       if (mine.signal.aborted) return;
-      if (err instanceof ApiError && err.status !== 429 && err.status < 500) { setLive('closed'); status(msg, err.message, 'error'); ctrl = null; return; }
+      if (err instanceof ApiError && err.status !== 429 && err.status < 500) {
+        setLive('closed');
+        status(msg, err.status === 404 ? 'No such session.' : `The live transcript was refused: ${err.message}`, 'error');
+        ctrl = null;
+        return;
+      }
     } finally {
       if (ctrl === mine) ctrl = null;
     }
