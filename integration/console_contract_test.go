@@ -115,6 +115,17 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
+// secretSession makes @owner.alice and @owner.bob, and a session between
+// them whose first message (sequence 1) holds a secret to redact.
+func secretSession(s *server, owner string) string {
+	alice := s.provision("@"+owner+".alice", "open")
+	bob := s.provision("@"+owner+".bob", "open")
+	sid := alice.createSession(map[string]any{"invite": []string{bob.handle}, "topic": "a secret",
+		"initial_message": map[string]any{"content": "a secret: hunter2"}})
+	bob.join(sid)
+	return sid
+}
+
 // login opens the console at base in a tab without a token and logs in
 // with token.
 func (b *browser) login(base, token string) {
@@ -130,11 +141,7 @@ func TestConsoleContractsInBrowser(t *testing.T) {
 	chromiumPath(t)
 	s := startServer(t, dbtest.SQLite(t)) // the stand-in does not depend on the store
 	p := newContractProxy(t, s)
-	alice := s.provision("@ct.alice", "open")
-	bob := s.provision("@ct.bob", "open")
-	sid := alice.createSession(map[string]any{"invite": []string{bob.handle}, "topic": "contracts",
-		"initial_message": map[string]any{"content": "a secret: hunter2"}})
-	bob.join(sid)
+	sid := secretSession(s, "ct")
 	b := newBrowser(t)
 	login := func(token string) { b.login(p.srv.URL, token) }
 

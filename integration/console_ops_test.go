@@ -38,11 +38,7 @@ func TestConsoleOpsInBrowser(t *testing.T) {
 	chromiumPath(t)
 	backends(t, func(t *testing.T, dbURL string) {
 		s := startServer(t, dbURL)
-		alice := s.provision("@rd.alice", "open")
-		bob := s.provision("@rd.bob", "open")
-		sid := alice.createSession(map[string]any{"invite": []string{bob.handle}, "topic": "redact me",
-			"initial_message": map[string]any{"content": "a secret: hunter2"}})
-		bob.join(sid)
+		sid := secretSession(s, "rd")
 		b := newBrowser(t)
 		login := func(token string) { b.login(s.url, token) }
 
@@ -125,7 +121,7 @@ func TestConsoleOpsInBrowser(t *testing.T) {
 			// Calling the API anyway is refused.
 			for _, c := range []struct{ method, path string }{
 				{"POST", "/admin/v1/sessions/" + sid + "/end"},
-				{"DELETE", "/admin/v1/sessions/" + sid + "/participants/" + bob.handle},
+				{"DELETE", "/admin/v1/sessions/" + sid + "/participants/@rd.bob"},
 				{"POST", "/admin/v1/agents/@rd.alice/token"},
 			} {
 				code, body := request(t, c.method, s.url+c.path, tok.Token, nil)
