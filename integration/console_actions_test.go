@@ -86,6 +86,8 @@ func TestConsoleActionsInBrowser(t *testing.T) {
 
 		t.Run("agents list", func(t *testing.T) {
 			b.t = t
+			// Presence is written just after the WebSocket attaches.
+			waitFor(t, "alice online", func() bool { return adminAgents(t, s)[alice.handle].Online })
 			b.goTo("#/sessions", "Sessions")
 			b.goTo("#/agents", "Agents")
 			b.waitFor("alice online with one WebSocket", `(() => { const r = document.querySelector('#agents-table tr[data-handle="@ops.alice"]');

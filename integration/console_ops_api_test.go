@@ -32,6 +32,33 @@ func requestHeaders(t testing.TB, method, url, token string) (int, http.Header, 
 	return res.StatusCode, res.Header, body
 }
 
+// agentRow is an agent as GET /admin/v1/agents lists it, with its presence.
+type agentRow struct {
+	Handle      string   `json:"handle"`
+	Online      bool     `json:"online"`
+	LastSeenAt  int64    `json:"last_seen_at"`
+	Connections int      `json:"connections"`
+	Doors       []string `json:"doors"`
+}
+
+// adminAgents is GET /admin/v1/agents by handle.
+func adminAgents(t testing.TB, s *server) map[string]agentRow {
+	t.Helper()
+	code, body := s.adminDo("GET", "/agents", nil)
+	if code != http.StatusOK {
+		t.Fatalf("agents: %d %s", code, body)
+	}
+	var list struct {
+		Agents []agentRow `json:"agents"`
+	}
+	mustUnmarshal(t, body, &list)
+	out := make(map[string]agentRow, len(list.Agents))
+	for _, a := range list.Agents {
+		out[a.Handle] = a
+	}
+	return out
+}
+
 func TestConsoleOperatorActionsAPI(t *testing.T) {
 	backends(t, func(t *testing.T, dbURL string) {
 		s := startServer(t, dbURL)
@@ -78,34 +105,17 @@ func TestConsoleOperatorActionsAPI(t *testing.T) {
 				t.Fatalf("activity of %s: %+v (log of %d events)", sid, r, len(evs))
 			}
 
-			code, body = s.adminDo("GET", "/agents", nil)
-			var agents struct {
-				Agents []struct {
-					Handle      string   `json:"handle"`
-					Online      bool     `json:"online"`
-					LastSeenAt  int64    `json:"last_seen_at"`
-					Connections int      `json:"connections"`
-					Doors       []string `json:"doors"`
-				} `json:"agents"`
+			// Presence is written just after the WebSocket attaches: wait for it.
+			var rows map[string]agentRow
+			waitFor(t, "bob online in the agent list", func() bool {
+				rows = adminAgents(t, s)
+				return rows[bob.handle].Online
+			})
+			if a := rows[bob.handle]; a.Connections != 1 || len(a.Doors) != 1 || a.Doors[0] != "websocket" || a.LastSeenAt != 0 {
+				t.Fatalf("bob, connected: %+v", a)
 			}
-			mustUnmarshal(t, body, &agents)
-			seen := map[string]bool{}
-			for _, a := range agents.Agents {
-				switch a.Handle {
-				case bob.handle:
-					seen[a.Handle] = true
-					if !a.Online || a.Connections != 1 || len(a.Doors) != 1 || a.Doors[0] != "websocket" {
-						t.Fatalf("bob, connected: %+v", a)
-					}
-				case carol.handle:
-					seen[a.Handle] = true
-					if a.Online || a.Connections != 0 || len(a.Doors) != 0 {
-						t.Fatalf("carol, never connected: %+v", a)
-					}
-				}
-			}
-			if code != http.StatusOK || len(seen) != 2 {
-				t.Fatalf("agents: %d %s", code, body)
+			if a, ok := rows[carol.handle]; !ok || a.Online || a.Connections != 0 || len(a.Doors) != 0 || a.LastSeenAt != 0 {
+				t.Fatalf("carol, never connected: %+v", a)
 			}
 		})
 
