@@ -172,6 +172,15 @@ func (b *browser) goTo(hash, heading string) {
 	b.waitFor("the "+heading+" page", fmt.Sprintf(`[...document.querySelectorAll('main h1')].some(h => h.textContent === %s)`, js(heading)))
 }
 
+// confirm clicks the button okID of the open confirmation dialog, once the
+// dialog is showing, and waits for the dialog to close.
+func (b *browser) confirm(okID string) {
+	b.t.Helper()
+	b.waitFor("the "+okID+" dialog", fmt.Sprintf(`!!document.querySelector('dialog[open] #%s')`, okID))
+	b.do("confirm "+okID, chromedp.Click(chromedp.ID(okID)))
+	b.waitFor("the dialog closed", `!document.querySelector('dialog[open]')`)
+}
+
 // js quotes a Go string as a JavaScript string literal.
 func js(s string) string {
 	b, _ := json.Marshal(s)
@@ -276,11 +285,14 @@ func TestConsoleInBrowser(t *testing.T) {
 				t.Fatalf("agent after unblock: %s", body)
 			}
 			b.do("policy back to allowlist", chromedp.SetValue(chromedp.ID("edit-policy"), "allowlist"), chromedp.Click(chromedp.CSS(`form:has(#edit-policy) button`)))
+			b.confirm("confirm-policy")
 			b.waitFor("the saved policy", `document.querySelector('#agents-table tr[data-handle="@web.alice"] td:nth-child(2)')?.textContent === 'allowlist'`)
 			b.do("policy open again", chromedp.SetValue(chromedp.ID("edit-policy"), "open"), chromedp.Click(chromedp.CSS(`form:has(#edit-policy) button`)))
+			b.confirm("confirm-policy")
 			b.waitFor("the saved policy", `document.querySelector('#agents-table tr[data-handle="@web.alice"] td:nth-child(2)')?.textContent === 'open'`)
 
 			b.do("rotate", chromedp.Click(chromedp.ID("rotate-token")))
+			b.confirm("confirm-rotate")
 			b.waitFor("the rotated token", fmt.Sprintf(`(document.querySelector('#token-once .token-value')?.value || %s) !== %s`, js(aliceToken), js(aliceToken)))
 			rotated := eval[string](b, `document.querySelector('#token-once .token-value').value`)
 			if code, _ := request(t, "GET", s.url+"/sessions", aliceToken, nil); code != http.StatusUnauthorized {
@@ -298,7 +310,7 @@ func TestConsoleInBrowser(t *testing.T) {
 			b.do("manage @web.doomed", chromedp.Click(chromedp.CSS(`#agents-table tr[data-handle="@web.doomed"] button`)))
 			b.waitFor("the panel", `document.querySelector('#agent-detail h2')?.textContent === '@web.doomed'`)
 			b.do("ask to delete", chromedp.Click(chromedp.ID("delete-agent")))
-			b.waitFor("the confirmation", `!!document.getElementById('confirm-delete')`)
+			b.waitFor("the confirmation", `!!document.querySelector('dialog[open] #confirm-delete')`)
 			if code, _ := s.adminDo("GET", "/agents/@web.doomed", nil); code != http.StatusOK {
 				t.Fatalf("asking to delete deleted: %d", code)
 			}

@@ -56,3 +56,16 @@ type RolesRequest struct {
 type BlockRequest struct {
 	Handle string `json:"handle"`
 }
+
+// AdminAgent is one row of the operator's agent listing (GET
+// /admin/v1/agents): the agent and how it is reached now.
+type AdminAgent struct {
+	Agent
+	Online      bool  `json:"online"`                 // network presence (any node, or a healthy Chorus endpoint)
+	LastSeenAt  int64 `json:"last_seen_at,omitempty"` // epoch ms it went offline; absent while online or if never seen
+	Connections int   `json:"connections"`            // live WebSocket connections on the answering node
+	// Doors are the ways events reach it: "websocket" (live connections),
+	// "chorus" (a registered webhook). MCP agents poll and have no door.
+	Doors  []string `json:"doors"`
+	Chorus string   `json:"chorus,omitempty"` // "healthy" or "failing" when registered
+}

@@ -30,3 +30,13 @@ type StoreHealth struct {
 	Status     string `json:"status"`  // "ok" or "unavailable"
 	PingMillis int64  `json:"ping_ms"` // how long the ping took
 }
+
+// AdminSession is one row of the operator's session listing (GET
+// /admin/v1/sessions): the session, and its activity, computed from the
+// log for the console's list.
+type AdminSession struct {
+	Session
+	MessageCount   int64 `json:"message_count"`    // session.message events in the log
+	LastSequence   int64 `json:"last_sequence"`    // the log's last sequence
+	LastActivityAt int64 `json:"last_activity_at"` // created_at of the last event, epoch ms
+}

@@ -396,3 +396,10 @@ func (f *failureLog) record(log *slog.Logger, err error, count int) {
 		f.since, f.failed = time.Time{}, 0
 	}
 }
+
+// ConnectionsOf returns the number of handle's live connections here.
+func (h *Hub) ConnectionsOf(handle string) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.agents[handle])
+}

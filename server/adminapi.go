@@ -46,7 +46,7 @@ func (s *Server) adminListAgents(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	agents, err := s.app.Agents(c.Request().Context(), q.Get("owner"))
+	agents, err := s.app.AdminAgents(c.Request().Context(), q.Get("owner"))
 	if err != nil {
 		return err
 	}
@@ -223,6 +223,13 @@ func (s *Server) adminExport(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	// session, when given, comes alone: no other filter (query.go).
+	return s.writeExport(c, app.ExportRequest{Filter: f, Session: q.Get("session")}, "")
+}
+
+// writeExport streams req's events as JSON Lines; attachment, when not
+// empty, is the file name the answer is offered to be saved as.
+func (s *Server) writeExport(c echo.Context, req app.ExportRequest, attachment string) error {
 	// The status line goes out before the first event, so success or failure
 	// of the whole export is reported in an HTTP trailer: Aspd-Export-Status
 	// is "complete" only when every event was written.
@@ -232,6 +239,9 @@ func (s *Server) adminExport(c echo.Context) error {
 	begin := func() {
 		begun = true
 		w.Header().Set("Content-Type", "application/x-ndjson")
+		if attachment != "" {
+			w.Header().Set("Content-Disposition", `attachment; filename="`+attachment+`"`)
+		}
 		w.Header().Set("Trailer", "Aspd-Export-Status, Aspd-Export-Events")
 		w.WriteHeader(http.StatusOK)
 	}
@@ -241,8 +251,7 @@ func (s *Server) adminExport(c echo.Context) error {
 		}
 		return bw.WriteByte('\n')
 	}
-	// session, when given, comes alone: no other filter (query.go).
-	n, err := s.app.Export(c.Request().Context(), app.ExportRequest{Filter: f, Session: q.Get("session")}, begin, emit)
+	n, err := s.app.Export(c.Request().Context(), req, begin, emit)
 	if !begun {
 		return err
 	}

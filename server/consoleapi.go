@@ -14,7 +14,9 @@ import (
 )
 
 // The operator endpoints the web console needs beyond the operator API it
-// shares with aspctl: a health sample and a session's live transcript. The
+// shares with aspctl: a health sample, the overview (overview.go), a
+// session's live transcript, its download, and the operator's actions on a
+// session (end it, remove a participant). The
 // console's own pages are served by internal/console.
 
 // liveKeepalive is the interval of SSE comments on a quiet live transcript,
@@ -90,4 +92,52 @@ func (s *Server) adminLiveEvents(c echo.Context) error {
 			return nil
 		}
 	}
+}
+
+// adminEndSession is POST /admin/v1/sessions/{id}/end: the operator ends an
+// active session (409 session_ended if it already is).
+func (s *Server) adminEndSession(c echo.Context) error {
+	id, err := s.sessionRequest(c, &struct{}{})
+	if err != nil {
+		return err
+	}
+	sess, err := s.app.OperatorEnd(c.Request().Context(), id)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, sess)
+}
+
+// adminRemoveParticipant is DELETE /admin/v1/sessions/{id}/participants/{handle}:
+// the operator takes a joined or invited agent out of an active session.
+func (s *Server) adminRemoveParticipant(c echo.Context) error {
+	id, err := s.sessionRequest(c, &struct{}{})
+	if err != nil {
+		return err
+	}
+	h, err := pathHandle(c, "handle")
+	if err != nil {
+		return err
+	}
+	sess, err := s.app.RemoveParticipant(c.Request().Context(), id, h)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, sess)
+}
+
+// adminTranscript is GET /admin/v1/sessions/{id}/transcript: the session's
+// complete log as JSON Lines, offered as a file download (the console's
+// Download transcript); the same lines as GET /admin/v1/export?session=.
+func (s *Server) adminTranscript(c echo.Context) error {
+	id, err := sessionID(c)
+	if err != nil {
+		return err
+	}
+	if _, err := query(c); err != nil {
+		return err
+	}
+	// A session id is sess_ and [0-9A-Z] only (protocol.ValidSessionID), safe
+	// in a quoted file name.
+	return s.writeExport(c, app.ExportRequest{Session: id}, id+".jsonl")
 }

@@ -218,6 +218,10 @@ func TestOperatorChangesWriteOneAuditRow(t *testing.T) {
 			{method: "DELETE", pattern: "/admin/v1/operator-tokens/:name", path: "/admin/v1/operator-tokens/viewer", target: "viewer"},
 			{method: "POST", pattern: "/admin/v1/sessions/:id/events/:sequence/redact", pathf: redactPath, body: map[string]any{"reason": "test"},
 				target: created.SessionID},
+			{method: "DELETE", pattern: "/admin/v1/sessions/:id/participants/:handle", path: "/admin/v1/sessions/" + created.SessionID + "/participants/@acme.bob",
+				target: created.SessionID},
+			{method: "POST", pattern: "/admin/v1/sessions/:id/end", path: "/admin/v1/sessions/" + created.SessionID + "/end", body: map[string]any{},
+				target: created.SessionID},
 		}
 		performed := map[string]bool{}
 		for i, ch := range changes {

@@ -93,7 +93,7 @@ type (
 		Node        string `json:"node,omitempty"` // cluster mode only
 	}
 	agentList struct {
-		Agents []*protocol.Agent `json:"agents"`
+		Agents []*protocol.AdminAgent `json:"agents"`
 	}
 	streamList struct {
 		Streams []protocol.StreamInfo `json:"streams"`
@@ -271,7 +271,7 @@ var routeTable = []route{
 			aliases: [][2]string{{"before", "cursor"}},
 			needs:   map[string]string{"status": "participant"},
 		},
-		response: protocol.SessionList[*protocol.Session]{}, status: http.StatusOK,
+		response: protocol.SessionList[*protocol.AdminSession]{}, status: http.StatusOK,
 		summary: "List sessions, newest first.",
 		handler: (*Server).adminListSessions},
 	{method: http.MethodGet, path: "/admin/v1/sessions/:id", auth: authOperator,
@@ -290,6 +290,23 @@ var routeTable = []route{
 		request: protocol.RedactRequest{}, response: protocol.RedactedEvent{}, status: http.StatusOK,
 		summary: "Redact an event: its content is replaced by a tombstone everywhere it is read; its place in the log stays.",
 		handler: (*Server).adminRedact},
+	{method: http.MethodGet, path: "/admin/v1/sessions/:id/transcript", auth: authOperator,
+		// One event per line, as the export's; offered as a download (Content-Disposition).
+		response: protocol.Event{}, status: http.StatusOK, produces: mediaNDJSON,
+		summary: "Download a session's complete log as JSON Lines (sess_….jsonl).",
+		handler: (*Server).adminTranscript},
+	{method: http.MethodPost, path: "/admin/v1/sessions/:id/end", auth: authOperator, action: "session.end",
+		request: struct{}{}, response: protocol.Session{}, status: http.StatusOK,
+		summary: "End an active session as the operator (session.ended without ended_by).",
+		handler: (*Server).adminEndSession},
+	{method: http.MethodDelete, path: "/admin/v1/sessions/:id/participants/:handle", auth: authOperator, action: "session.participant.remove",
+		response: protocol.Session{}, status: http.StatusOK,
+		summary: "Remove a joined or invited agent from an active session (session.left; the session ends when no one joined remains).",
+		handler: (*Server).adminRemoveParticipant},
+	{method: http.MethodGet, path: "/admin/v1/overview", auth: authOperator,
+		response: Overview{}, status: http.StatusOK,
+		summary: "The console's overview: version, uptime, store, cluster nodes, and the last 15 minutes of sampled series.",
+		handler: (*Server).adminOverview},
 	{method: http.MethodGet, path: "/admin/v1/health", auth: authOperator,
 		response: protocol.OperatorHealth{}, status: http.StatusOK,
 		summary: "A health sample: store, connections, delivery, Chorus.",

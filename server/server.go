@@ -52,7 +52,8 @@ type Server struct {
 	log  *slog.Logger
 	echo *echo.Echo
 
-	metrics *metrics // /metrics (metrics.go); the access log feeds it
+	metrics  *metrics  // /metrics (metrics.go); the access log feeds it
+	overview *overview // GET /admin/v1/overview's ring (overview.go), sampled from reg
 }
 
 // New builds the HTTP adapter over a, which the caller builds, starts and
@@ -62,6 +63,7 @@ type Server struct {
 func New(cfg Config, a *app.App, reg *prometheus.Registry, log *slog.Logger) *Server {
 	s := &Server{cfg: cfg, app: a, log: log}
 	s.metrics = newMetrics(s, reg)
+	s.overview = newOverview(reg)
 	s.echo = s.routes()
 	return s
 }

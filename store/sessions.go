@@ -174,14 +174,22 @@ func dedupe(in []string) []string {
 // withSession runs fn on a locked session whose participants include caller.
 // A session the caller has never been part of does not exist for it.
 func (s *Store) withSession(ctx context.Context, id, caller string, fn func(t *sessionTx) error) (*Commit, error) {
+	return s.lockedSession(ctx, id, func(t *sessionTx) error {
+		if _, ok := t.parts[caller]; !ok {
+			return ErrNotFound
+		}
+		return fn(t)
+	})
+}
+
+// lockedSession runs fn on locked session id in one transaction, saves what
+// fn changed and returns the commit.
+func (s *Store) lockedSession(ctx context.Context, id string, fn func(t *sessionTx) error) (*Commit, error) {
 	var commit *Commit
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
 		t, err := s.lockSession(ctx, tx, id)
 		if err != nil {
 			return err
-		}
-		if _, ok := t.parts[caller]; !ok {
-			return ErrNotFound
 		}
 		if err := fn(t); err != nil {
 			return err

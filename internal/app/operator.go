@@ -9,15 +9,27 @@ import (
 
 // The operator's reads: every session, complete event logs, exports.
 
-// AdminSessions lists the sessions matching f, newest first.
-func (a *App) AdminSessions(ctx context.Context, f SessionFilter) (protocol.SessionList[*protocol.Session], error) {
+// AdminSessions lists the sessions matching f, newest first, each with its
+// activity (message count, last activity) for the console's list.
+func (a *App) AdminSessions(ctx context.Context, f SessionFilter) (protocol.SessionList[*protocol.AdminSession], error) {
+	var none protocol.SessionList[*protocol.AdminSession]
 	sessions, err := a.st.ListSessions(ctx, f.store())
 	if err != nil {
-		return protocol.SessionList[*protocol.Session]{}, err
+		return none, err
 	}
-	out := protocol.SessionList[*protocol.Session]{Sessions: sessions}
-	if out.Sessions == nil {
-		out.Sessions = []*protocol.Session{}
+	ids := make([]string, len(sessions))
+	for i, s := range sessions {
+		ids[i] = s.ID
+	}
+	act, err := a.st.SessionsActivity(ctx, ids)
+	if err != nil {
+		return none, err
+	}
+	out := protocol.SessionList[*protocol.AdminSession]{Sessions: make([]*protocol.AdminSession, 0, len(sessions))}
+	for _, s := range sessions {
+		x := act[s.ID]
+		out.Sessions = append(out.Sessions, &protocol.AdminSession{Session: *s,
+			MessageCount: x.MessageCount, LastSequence: x.LastSequence, LastActivityAt: x.LastActivityAt})
 	}
 	if len(sessions) == f.Limit {
 		out.NextCursor = sessions[len(sessions)-1].ID
@@ -79,4 +91,97 @@ func (a *App) Export(ctx context.Context, req ExportRequest, begin func(), emit 
 		return emit(e.Body)
 	})
 	return n, err
+}
+
+// OperatorEnd ends active session id as the operator (the console's End
+// session) and returns the session as it now is. An ended session is a
+// conflict (session_ended).
+func (a *App) OperatorEnd(ctx context.Context, id string) (*protocol.Session, error) {
+	if err := checkSessionID(id); err != nil {
+		return nil, err
+	}
+	commit, err := a.st.OperatorEnd(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	a.publish(commit)
+	a.log.Info("session ended by the operator", "session", id)
+	return a.st.AdminSession(ctx, id)
+}
+
+// RemoveParticipant takes handle (joined or invited) out of active session
+// id as the operator; the session ends if no joined participant remains.
+// A handle that is not a current participant is not found.
+func (a *App) RemoveParticipant(ctx context.Context, id, handle string) (*protocol.Session, error) {
+	if err := checkSessionID(id); err != nil {
+		return nil, err
+	}
+	if err := checkHandle(handle); err != nil {
+		return nil, err
+	}
+	commit, err := a.st.RemoveParticipant(ctx, id, handle)
+	if err != nil {
+		return nil, err
+	}
+	a.publish(commit)
+	a.log.Info("participant removed by the operator", "session", id, "agent", handle)
+	return a.st.AdminSession(ctx, id)
+}
+
+// Nodes lists the cluster's registered nodes (the console's overview).
+func (a *App) Nodes(ctx context.Context) ([]store.NodeInfo, error) {
+	return a.st.Nodes(ctx)
+}
+
+// AdminAgents lists agents (of one owner when owner is not empty) with how
+// each is reached now: presence, last seen, its connections on this node,
+// and its doors (WebSocket, Chorus with its health).
+func (a *App) AdminAgents(ctx context.Context, owner string) ([]*protocol.AdminAgent, error) {
+	agents, err := a.Agents(ctx, owner)
+	if err != nil {
+		return nil, err
+	}
+	handles := make([]string, len(agents))
+	for i, ag := range agents {
+		handles[i] = ag.Handle
+	}
+	presence, err := a.st.AgentsPresence(ctx, handles)
+	if err != nil {
+		return nil, err
+	}
+	chorus, healthy := map[string]bool{}, map[string]bool{}
+	if a.ChorusEnabled() {
+		for _, list := range []struct {
+			set  map[string]bool
+			read func(context.Context) ([]string, error)
+		}{{chorus, a.st.ChorusHandles}, {healthy, a.st.ChorusHealthyHandles}} {
+			hs, err := list.read(ctx)
+			if err != nil {
+				return nil, err
+			}
+			for _, h := range hs {
+				list.set[h] = true
+			}
+		}
+	}
+	out := make([]*protocol.AdminAgent, 0, len(agents))
+	for _, ag := range agents {
+		p := presence[ag.Handle]
+		x := &protocol.AdminAgent{Agent: *ag, Online: p.Online, Connections: a.hub.ConnectionsOf(ag.Handle), Doors: []string{}}
+		if !p.Online {
+			x.LastSeenAt = p.OfflineSince
+		}
+		if x.Connections > 0 || p.Online && !chorus[ag.Handle] {
+			x.Doors = append(x.Doors, "websocket")
+		}
+		if chorus[ag.Handle] {
+			x.Doors = append(x.Doors, "chorus")
+			x.Chorus = "failing"
+			if healthy[ag.Handle] {
+				x.Chorus = "healthy"
+			}
+		}
+		out = append(out, x)
+	}
+	return out, nil
 }

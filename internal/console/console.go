@@ -39,6 +39,7 @@ var contentTypes = map[string]string{
 	".js":   "text/javascript; charset=utf-8",
 	".css":  "text/css; charset=utf-8",
 	".svg":  "image/svg+xml",
+	".txt":  "text/plain; charset=utf-8", // vendored licences
 }
 
 // file is one embedded asset, with its strong ETag.

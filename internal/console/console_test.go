@@ -34,6 +34,12 @@ func TestHandler(t *testing.T) {
 		"/console/main.js":     "text/javascript; charset=utf-8",
 		"/console/api.js":      "text/javascript; charset=utf-8",
 		"/console/console.css": "text/css; charset=utf-8",
+		// The icon (no /favicon.ico 404) and the vendored chart library
+		// with its licence.
+		"/console/favicon.svg":              "image/svg+xml",
+		"/console/vendor/uPlot.iife.min.js": "text/javascript; charset=utf-8",
+		"/console/vendor/uPlot.min.css":     "text/css; charset=utf-8",
+		"/console/vendor/uPlot.LICENSE.txt": "text/plain; charset=utf-8",
 	} {
 		rec := get(t, h, "GET", path, nil)
 		if rec.Code != http.StatusOK || rec.Header().Get("Content-Type") != ctype || rec.Body.Len() == 0 {

@@ -40,6 +40,8 @@ type Daemon struct {
 	chorus        *chorus.Worker
 	http          *server.Server
 	chorusRunning bool
+	// stopSampler stops the overview sampler (overview.go); nil before Start.
+	stopSampler func()
 }
 
 // New builds every component on st; nothing runs until Start. Close stops
@@ -72,6 +74,7 @@ func (d *Daemon) Start(ctx context.Context) error {
 		d.chorus.Start()
 		d.chorusRunning = true
 	}
+	d.stopSampler = sampleOverview(d.http, server.OverviewInterval)
 	return nil
 }
 
@@ -79,6 +82,9 @@ func (d *Daemon) Start(ctx context.Context) error {
 // their outcome through the application, and then the application, which
 // closes every live connection and flushes delivery cursors.
 func (d *Daemon) Close() {
+	if d.stopSampler != nil {
+		d.stopSampler()
+	}
 	if d.chorusRunning {
 		d.chorus.Close()
 	}

@@ -50,7 +50,27 @@ export async function api(method, path, body, {signal} = {}) {
   }
   const res = await fetch(BASE + path, init);
   if (!res.ok) throw await errorOf(res);
+  if (res.status === 204) return null;
   return res.json();
+}
+
+// blob GETs path (under /admin/v1) and returns the answer's body as a Blob
+// (a transcript download), or throws ApiError.
+export async function blob(path) {
+  const res = await fetch(BASE + path, {headers: headers(), cache: 'no-store', credentials: 'omit', redirect: 'error'});
+  if (!res.ok) throw await errorOf(res);
+  return res.blob();
+}
+
+// optional is api's answer, or null when the route answers 404: an aspd
+// without that feature (the whoami and audit routes of newer versions).
+export async function optional(method, path) {
+  try {
+    return await api(method, path);
+  } catch (err) {
+    if (err instanceof ApiError && err.status === 404) return null;
+    throw err;
+  }
 }
 
 // query builds a query string from the non-empty entries of params.

@@ -57,3 +57,49 @@ export function status(box, text, kind = 'info') {
 export function lines(text) {
   return text.split(/[\s,]+/).map((s) => s.trim()).filter(Boolean);
 }
+
+// u wraps a user-supplied string (a handle, a topic, content, a reason) in
+// a <bdi>: its direction is its own (dir auto) and it is isolated from the
+// text around it, so an RTL override in it reorders nothing outside.
+export function u(text, attrs = {}) {
+  return el('bdi', {dir: 'auto', ...attrs}, text ?? '');
+}
+
+// confirmDialog asks before a change, in a modal <dialog>: title, what will
+// happen, the confirm button's label (and id, for tests), and optionally a
+// text field (a reason). It resolves to the field's value (or true) when
+// confirmed, and to null when cancelled or closed with Escape.
+export function confirmDialog({title, text, ok, okId = 'confirm-ok', danger = true, field = null}) {
+  return new Promise((resolve) => {
+    const input = field ? el('textarea', {id: 'confirm-field', rows: 2, required: !!field.required, placeholder: field.placeholder || ''}) : null;
+    let answer = null;
+    const dlg = el('dialog', {id: 'confirm-dialog', 'aria-labelledby': 'confirm-title'},
+      el('form', {method: 'dialog', onsubmit: (e) => {
+        e.preventDefault();
+        if (input && field.required && !input.value.trim()) { input.focus(); return; }
+        answer = input ? input.value.trim() : true;
+        dlg.close();
+      }},
+      el('h2', {id: 'confirm-title'}, title),
+      el('p', {}, text),
+      input ? el('label', {}, field.label, input) : null,
+      el('div', {class: 'row'},
+        el('button', {type: 'button', id: 'confirm-cancel', class: 'secondary', onclick: () => dlg.close()}, 'Cancel'),
+        el('button', {type: 'submit', id: okId, class: danger ? 'danger' : ''}, ok))));
+    dlg.addEventListener('close', () => { dlg.remove(); resolve(answer); });
+    document.body.appendChild(dlg);
+    dlg.showModal();
+    (input || dlg.querySelector('#confirm-cancel')).focus();
+  });
+}
+
+// download saves blob as a file named name (an object URL on a temporary
+// link: the console's origin, no navigation).
+export function download(blob, name) {
+  const url = URL.createObjectURL(blob);
+  const a = el('a', {href: url, download: name, hidden: true});
+  document.body.appendChild(a);
+  a.click();
+  a.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 10000);
+}

@@ -1,7 +1,9 @@
 // The console's shell: login, the hash router, and pausing the current
 // page's live work while the tab is hidden.
-import {api, getToken, setToken, clearToken} from './api.js';
+import {api, optional, getToken, setToken, clearToken} from './api.js';
 import {clear} from './dom.js';
+import * as overview from './overview.js';
+import * as audit from './audit.js';
 import * as agents from './agents.js';
 import * as sessions from './sessions.js';
 import * as search from './search.js';
@@ -9,12 +11,30 @@ import * as health from './health.js';
 
 const $ = (id) => document.getElementById(id);
 let current = null; // the mounted page's controller {pause, resume, stop}
+let scoped = false;  // whoami and audit looked up for this token
+
+// scope asks the server what the token may do (GET /admin/v1/whoami): a
+// "read" token gets body.read-only, which hides every change control. An
+// aspd without the route (404) has one admin token: everything shows. The
+// Audit entry shows only where GET /admin/v1/audit exists.
+async function scope() {
+  if (scoped) return;
+  scoped = true;
+  let me = null, log = null;
+  try { me = await optional('GET', '/whoami'); } catch { /* shown as admin; the API still decides */ }
+  try { log = await optional('GET', '/audit?limit=1'); } catch { /* a 403 or an outage: no menu entry */ }
+  document.body.classList.toggle('read-only', me?.scope === 'read');
+  $('whoami').textContent = me ? `${me.name} (${me.scope})` : '';
+  $('nav-audit').hidden = !log;
+}
 
 function showLogin(error = '') {
   current?.stop?.(); current = null;
   clear($('main'));
   $('nav').hidden = true;
   $('login').hidden = false;
+  scoped = false;
+  document.body.classList.remove('read-only');
   $('login-error').textContent = error;
   $('login-token').focus();
 }
@@ -23,6 +43,7 @@ function route() {
   if (!getToken()) { showLogin(); return; }
   $('login').hidden = true;
   $('nav').hidden = false;
+  scope();
   current?.stop?.(); current = null;
   const main = clear($('main'));
   const hash = location.hash.replace(/^#\/?/, '');
@@ -32,6 +53,8 @@ function route() {
     case 'sessions': current = rest.length ? sessions.mountSession(main, decodeURIComponent(rest.join('/'))) : sessions.mountList(main); break;
     case 'search': current = search.mount(main); break;
     case 'health': current = health.mount(main); break;
+    case 'overview': current = overview.mount(main); break;
+    case 'audit': current = audit.mount(main); break;
     default: current = agents.mount(main);
   }
   if (document.visibilityState !== 'visible') current?.pause?.();

@@ -1,7 +1,7 @@
 // Search over every session's messages (GET /admin/v1/search). Snippets
 // are text nodes; the segments the query matched are wrapped in <mark>.
 import {api, enc, query, ApiError} from './api.js';
-import {el, clear, status, time, rfc3339} from './dom.js';
+import {el, clear, status, time, rfc3339, u} from './dom.js';
 
 export function mount(root) {
   const msg = el('div', {class: 'status', id: 'search-status'});
@@ -53,6 +53,6 @@ function hit(h) {
   return el('li', {class: 'hit', 'data-session': h.session_id, 'data-seq': h.sequence},
     el('div', {class: 'meta'},
       el('a', {href: `#/sessions/${enc(h.session_id)}`}, h.session_id), ` #${h.sequence} · ${h.type} · `,
-      h.sender || '', ` · ${time(h.created_at)}`),
-    el('p', {class: 'snippet'}, (h.snippet || []).map((s) => (s.match ? el('mark', {}, s.text) : s.text))));
+      u(h.sender || ''), ` · ${time(h.created_at)}`),
+    el('p', {class: 'snippet', dir: 'auto'}, (h.snippet || []).map((s) => (s.match ? el('mark', {}, s.text) : s.text))));
 }
