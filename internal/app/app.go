@@ -83,7 +83,7 @@ type App struct {
 
 	liveWatches watchCount // the operator's open live transcripts (live.go)
 
-	opUse operatorUse // when operator tokens' last use was written (operator_tokens.go)
+	opUse     operatorUse    // when operator tokens' last use was written (operator_tokens.go)
 	retention RetentionStats // what retention purged (retention.go)
 }
 
