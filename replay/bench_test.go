@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aspd/aspd/internal/visibility"
 	"github.com/aspd/aspd/protocol"
 	"github.com/aspd/aspd/store"
 )
@@ -23,24 +22,13 @@ func BenchmarkDeliver(b *testing.B) {
 	for _, n := range []int{1, 100} {
 		b.Run(fmt.Sprintf("conns=%d", n), func(b *testing.B) {
 			st := newLogStore()
-			handles := make([]string, n)
-			views := make([]visibility.View, n)
-			for i := range handles {
-				handles[i] = fmt.Sprintf("@a%03d.b", i)
-				views[i] = joined(handles[i])
-			}
+			handles, views := joinedAgents(n)
 			body := []byte(`{"type":"session.message","session_id":"sess_1","sequence":1,"content":"hello"}`)
 			h := hubWith(b, st, nil, func(c *Config) { c.MaxLag = 1 << 30; c.CursorFlushInterval = time.Hour })
 			trs := make([]*tallyTransport, n)
 			for i := range trs {
 				trs[i] = &tallyTransport{}
-				c, err := h.Attach(context.Background(), handles[i], trs[i])
-				if err != nil {
-					b.Fatal(err)
-				}
-				c.mu.Lock() // live only: no replay to wait for
-				c.started, c.replayed = true, true
-				c.mu.Unlock()
+				c := attachLive(b, h, handles[i], trs[i])
 				b.Cleanup(func() { c.Close(CloseNormal, "bench"); c.Finish() })
 			}
 			var before, after runtime.MemStats

@@ -594,6 +594,30 @@ func (f *countTransport) Flush(time.Time) error      { return nil }
 func (f *countTransport) Ping(context.Context) error { return nil }
 func (f *countTransport) Close(int, string)          {}
 
+// joinedAgents returns n handles and their joined views.
+func joinedAgents(n int) ([]string, []visibility.View) {
+	handles := make([]string, n)
+	views := make([]visibility.View, n)
+	for i := range handles {
+		handles[i] = fmt.Sprintf("@a%03d.b", i)
+		views[i] = joined(handles[i])
+	}
+	return handles, views
+}
+
+// attachLive attaches a connection that starts live, at the head: no replay
+// to wait for.
+func attachLive(b *testing.B, h *Hub, handle string, tr Transport) *Conn {
+	c, err := h.Attach(context.Background(), handle, tr)
+	if err != nil {
+		b.Fatal(err)
+	}
+	c.mu.Lock()
+	c.started, c.replayed = true, true
+	c.mu.Unlock()
+	return c
+}
+
 // BenchmarkFanOut: one session, N connections (one agent each), M events
 // published one commit at a time; reports delivered events per second.
 func BenchmarkFanOut(b *testing.B) {
@@ -601,12 +625,7 @@ func BenchmarkFanOut(b *testing.B) {
 	for _, n := range []int{1, 10, 100} {
 		b.Run(fmt.Sprintf("conns=%d", n), func(b *testing.B) {
 			st := newLogStore()
-			handles := make([]string, n)
-			views := make([]visibility.View, n)
-			for i := range handles {
-				handles[i] = fmt.Sprintf("@a%03d.b", i)
-				views[i] = joined(handles[i])
-			}
+			handles, views := joinedAgents(n)
 			body := []byte(`{"type":"session.message","session_id":"sess_1","sequence":1}`)
 			h := hubWith(b, st, nil, func(c *Config) { c.RingSize = 4096; c.MaxLag = 1 << 30; c.CursorFlushInterval = time.Hour })
 			seq := int64(0)
@@ -623,14 +642,7 @@ func BenchmarkFanOut(b *testing.B) {
 				conns := make([]*Conn, n)
 				for i := range trs {
 					trs[i] = &countTransport{want: m, done: make(chan struct{})}
-					c, err := h.Attach(context.Background(), handles[i], trs[i])
-					if err != nil {
-						b.Fatal(err)
-					}
-					c.mu.Lock() // live only: no replay to wait for
-					c.started, c.replayed = true, true
-					c.mu.Unlock()
-					conns[i] = c
+					conns[i] = attachLive(b, h, handles[i], trs[i])
 				}
 				b.StartTimer()
 				for range m {
