@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -38,6 +39,18 @@ type batchConn struct {
 	holding bool
 	buf     *[]byte // the held frames, from batchBufs; nil when not holding
 	err     error   // a flush failed: the stream is torn, every later write fails
+	aborted atomic.Bool
+}
+
+// errAborted: the writer's context ended (its write timeout fired, or the
+// connection finished) while a write was pending.
+var errAborted = fmt.Errorf("websocket write aborted: %w", context.DeadlineExceeded)
+
+// abort fails every write, the one blocked now included (a write holds mu,
+// so abort does not take it): a write deadline in the past wakes it.
+func (b *batchConn) abort() {
+	b.aborted.Store(true)
+	_ = b.Conn.SetWriteDeadline(time.Unix(1, 0))
 }
 
 // hold starts a batch: writes are held until flush.
@@ -53,6 +66,9 @@ func (b *batchConn) hold() {
 func (b *batchConn) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if b.err == nil && b.aborted.Load() {
+		b.err = errAborted
+	}
 	if b.err != nil {
 		return 0, b.err
 	}
@@ -81,6 +97,9 @@ func (b *batchConn) flush(deadline time.Time) error {
 			batchBufs.Put(buf)
 		}
 	}()
+	if b.err == nil && b.aborted.Load() {
+		b.err = errAborted
+	}
 	if b.err != nil || len(*buf) == 0 {
 		return b.err
 	}
@@ -93,6 +112,9 @@ func (b *batchConn) flush(deadline time.Time) error {
 	_, err := b.Conn.Write(*buf)
 	if err == nil {
 		err = b.Conn.SetWriteDeadline(time.Time{})
+	}
+	if err == nil && b.aborted.Load() {
+		err = errAborted // abort's deadline may have been cleared just now
 	}
 	if err != nil {
 		if errors.Is(err, os.ErrDeadlineExceeded) {

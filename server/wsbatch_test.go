@@ -160,3 +160,40 @@ func TestWSBatchDeadline(t *testing.T) {
 		}
 	}
 }
+
+// TestWSBatchAbort: the writer's context ending (its write timeout) aborts
+// a flush blocked on a peer that does not read, well before the flush's
+// own deadline, with a deadline error; later writes fail.
+func TestWSBatchAbort(t *testing.T) {
+	tr, _, _ := wsPair(t) // the client never reads
+	ctx, cancel := context.WithCancel(context.Background())
+	big := []byte(`"` + strings.Repeat("x", 64<<10) + `"`)
+	done := make(chan error, 1)
+	go func() {
+		var err error
+		for i := 0; i < 1000 && err == nil; i++ { // up to 64 MiB: more than any socket buffers
+			for range 16 {
+				if err = tr.Write(ctx, big); err != nil {
+					break
+				}
+			}
+			if err == nil {
+				err = tr.Flush(time.Now().Add(time.Minute))
+			}
+		}
+		done <- err
+	}()
+	time.Sleep(100 * time.Millisecond) // let the writes fill the socket's buffers
+	cancel()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("aborted flush: %v, want a deadline error", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the blocked flush was not aborted")
+	}
+	if err := tr.Write(context.Background(), []byte(`{}`)); err == nil {
+		t.Fatal("a write after the abort succeeded")
+	}
+}
