@@ -15,22 +15,25 @@ REV=${1:?usage: bench/compare.sh REV [scenario ...]}
 shift
 [ $# -eq 0 ] && set -- chat replay
 ROUNDS=${ROUNDS:-2}
-BASE=$(mktemp -d ${TMPDIR:-/tmp}/aspd-compare.XXXXXX)
+# Beside another comparison on the same machine, give each its own
+# ASPD_COMPARE_DIR, ASPD_BENCH_ADDR and ASPD_BENCH_DB (bench/run.sh).
+DIR=${ASPD_COMPARE_DIR:-/tmp/aspd-compare}
+BASE=$(mktemp -d /tmp/aspd-compare.XXXXXX)
 trap 'git worktree remove --force "$BASE" >/dev/null 2>&1 || true' EXIT
 git worktree add --detach "$BASE" "$REV" >/dev/null
 # The base runs this tree's bench/run.sh and both sides this tree's
 # aspbench, so both are driven and reported alike.
 cp bench/run.sh "$BASE/bench/run.sh"
-mkdir -p ${TMPDIR:-/tmp}/aspd-compare-new
-go build -o ${TMPDIR:-/tmp}/aspd-compare-new/aspbench-shared ./cmd/aspbench
-export ASPBENCH=${TMPDIR:-/tmp}/aspd-compare-new/aspbench-shared
+mkdir -p "$DIR-new"
+go build -o "$DIR-new/aspbench-shared" ./cmd/aspbench
+export ASPBENCH=$DIR-new/aspbench-shared
 for round in $(seq "$ROUNDS"); do
 	for side in base new; do
 		dir=$BASE; [ "$side" = new ] && dir=$PWD
 		for sc in "$@"; do
 			echo "=== $side $sc (round $round)"
-			(cd "$dir" && OUT=${TMPDIR:-/tmp}/aspd-compare-$side bash bench/run.sh "$sc" 2>&1) |
-				grep -E 'accepted_msgs_per_s|server_cpu_us_per_msg|send_to_deliver |replay_ms|last_recipient|events_replayed|^aspd_|errors:|load average' || true
+			(cd "$dir" && OUT=$DIR-$side bash bench/run.sh "$sc" 2>&1) |
+				grep -E 'accepted_msgs_per_s|server_cpu_us_per_msg|send_to_deliver |replay_ms|last_recipient|events_replayed|^aspd_|errors:|load average|did not start|already answers' || true
 		done
 	done
 done

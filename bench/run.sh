@@ -8,11 +8,13 @@
 #   bench/run.sh chat       # one of: chat chat-rate fanout replay idle pgbench purge purge-sqlite
 #   bench/run.sh chat-2nodes chat-rate-2nodes   # two aspd nodes on one database (docs/cluster.md)
 #   ASPD_FLAGS="--group-commit=false" bench/run.sh chat-rate   # compare aspd settings
-#   ASPD_BENCH_DB=aspd_bench_me ASPD_BENCH_ADDR=127.0.0.1:8190 bench/run.sh chat   # beside another run on the same machine
+#   ASPD_BENCH_ADDR=127.0.0.1:8190 ASPD_BENCH_DB=aspd_bench_me bench/run.sh chat   # beside another run
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 PG=${ASPD_BENCH_PG:-postgres://postgres@127.0.0.1:5432}
+# Two runs on one machine must not share the port or the database (the
+# second one's load would go to the first one's aspd).
 DB=${ASPD_BENCH_DB:-aspd_bench}
 ADDR=${ASPD_BENCH_ADDR:-127.0.0.1:8090}
 OUT=${OUT:-/tmp/aspd-bench}
@@ -27,6 +29,9 @@ PID=
 PID2=
 start_aspd() {
 	stop_aspd
+	if curl -fs "http://$ADDR/readyz" >/dev/null 2>&1; then
+		echo "another aspd already answers on $ADDR: set ASPD_BENCH_ADDR (and ASPD_BENCH_DB)" >&2; exit 1
+	fi
 	psql "$PG/postgres" -qc "DROP DATABASE IF EXISTS $DB" -c "CREATE DATABASE $DB" >/dev/null
 	ASPD_ADMIN_TOKEN=$ASPBENCH_ADMIN_TOKEN "$OUT/aspd" --database-url "$PG/$DB?sslmode=disable" \
 		--listen "$ADDR" --data-dir "$OUT/data" ${ASPD_FLAGS:-} >"$OUT/aspd.log" 2>&1 &
@@ -52,8 +57,15 @@ start_cluster() {
 bench2() { # agents round-robin over both nodes; --pid reports the first node's process
 	"$ASPBENCH" --server "http://$ADDR,http://$ADDR2" --pid "$PID" "$@"
 }
+# syscw: aspd's write system calls so far (/proc/PID/io): to its clients'
+# sockets, to the database and to its log.
+syscw() { awk '/^syscw:/ {print $2}' "/proc/$PID/io" 2>/dev/null || echo 0; }
 bench() {
+	local w0; w0=$(syscw)
 	"$ASPBENCH" --server "http://$ADDR" --pid "$PID" "$@"
+	# Over the whole run (set-up and warm-up too), like the delivery counters
+	# below: divide by aspd_events_delivered_total for writes per event.
+	echo "aspd_write_syscalls $(($(syscw) - w0))"
 	# Delivery counters of the run: pings that confirmed, events written.
 	curl -fs -H "Authorization: Bearer $ASPBENCH_ADMIN_TOKEN" "http://$ADDR/metrics" |
 		grep -E '^aspd_(events_delivered_total|delivery_confirms_total|delivery_acks_total|slow_consumers_total|cluster_notify_sent_total|cluster_notify_skipped_total) ' || true

@@ -188,3 +188,5 @@ func TestAckFromIgnoresStaleAcks(t *testing.T) {
 		t.Fatalf("confirmed %d after an ack of 11 in the new pass, want 11", p.confirmed)
 	}
 }
+
+func (f *fakeTransport) Flush(time.Time) error { return nil }

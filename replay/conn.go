@@ -21,10 +21,17 @@ const (
 
 // Transport is one live connection's outbound side.
 type Transport interface {
-	// Write sends one event; it must give up when ctx is cancelled. ctx
-	// lives as long as the connection (the write timeout cancels it), so
-	// a transport must not treat it as a per-write context.
+	// Write sends one event, or queues it for the next Flush; it must give
+	// up when ctx is cancelled. ctx lives as long as the connection (the
+	// write timeout cancels it), so a transport must not treat it as a
+	// per-write context.
 	Write(ctx context.Context, msg []byte) error
+	// Flush sends what Write queued, in order and in as few writes to the
+	// socket as it can, and gives up at deadline (an error that wraps
+	// context.DeadlineExceeded when it does). The writer calls it once per
+	// batch: N events ready cost one system call, not N. A transport that
+	// writes through returns nil.
+	Flush(deadline time.Time) error
 	// Ping sends a ping after everything written so far and waits for the
 	// peer's pong, within ctx. Peers answer pings in the order they read
 	// frames, so a pong confirms every frame written before its ping.
@@ -65,8 +72,9 @@ type Conn struct {
 	writers sync.WaitGroup     // the active writer, for Finish
 	ctx     context.Context    // the connection's; cancelled by Finish or a write timeout
 	cancel  context.CancelFunc // cancels ctx
-	// writeTimer bounds each event write (Config.WriteTimeout); armed and
-	// stopped by the writer around tr.Write, it cancels ctx when it fires.
+	// writeTimer bounds each batch's writes and their flush
+	// (Config.WriteTimeout); armed by the batch's first write and stopped
+	// by its flush, it cancels ctx when it fires.
 	writeTimer *time.Timer
 	start      time.Time
 	closed     chan struct{}
@@ -76,6 +84,12 @@ type Conn struct {
 	// Writer-owned state.
 	sessions  map[string]*connSession
 	delivered atomic.Int64 // events written; writers hand over, so atomic
+	// The batch written and not yet flushed (see write and flush): the
+	// flush deadline (zero: nothing written since the last flush), the bytes
+	// queued, and the created_at of each live event in it, for OnLiveWrite.
+	deadline time.Time
+	queued   int
+	liveAt   []int64
 }
 
 // announce is what notify recorded for a session and no writer pulled yet:

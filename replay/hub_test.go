@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -143,11 +144,15 @@ func (s *logStore) saveCount() int {
 }
 
 // testTransport records writes and its close; pings are answered at once.
-// With blockAfter > 0, every write after that many blocks until the
-// connection is closed or the write's deadline passes.
+// Like the WebSocket transport, it queues writes until Flush: an event
+// counts as written only once flushed. With blockAfter > 0, every write
+// after that many blocks until the connection is closed or the write's
+// deadline passes.
 type testTransport struct {
 	mu         sync.Mutex
+	queued     []int64
 	written    []int64
+	flushes    int // Flush calls that sent something
 	blockAfter int
 	closed     chan struct{}
 	closeOnce  sync.Once
@@ -160,9 +165,9 @@ func (f *testTransport) Write(ctx context.Context, msg []byte) error {
 	var e struct{ Sequence int64 }
 	_ = json.Unmarshal(msg, &e)
 	f.mu.Lock()
-	block := f.blockAfter > 0 && len(f.written) >= f.blockAfter
+	block := f.blockAfter > 0 && len(f.written)+len(f.queued) >= f.blockAfter
 	if !block {
-		f.written = append(f.written, e.Sequence)
+		f.queued = append(f.queued, e.Sequence)
 	}
 	f.mu.Unlock()
 	if block {
@@ -585,8 +590,33 @@ func (f *countTransport) Write(context.Context, []byte) error {
 	}
 	return nil
 }
+func (f *countTransport) Flush(time.Time) error      { return nil }
 func (f *countTransport) Ping(context.Context) error { return nil }
 func (f *countTransport) Close(int, string)          {}
+
+// joinedAgents returns n handles and their joined views.
+func joinedAgents(n int) ([]string, []visibility.View) {
+	handles := make([]string, n)
+	views := make([]visibility.View, n)
+	for i := range handles {
+		handles[i] = fmt.Sprintf("@a%03d.b", i)
+		views[i] = joined(handles[i])
+	}
+	return handles, views
+}
+
+// attachLive attaches a connection that starts live, at the head: no replay
+// to wait for.
+func attachLive(b *testing.B, h *Hub, handle string, tr Transport) *Conn {
+	c, err := h.Attach(context.Background(), handle, tr)
+	if err != nil {
+		b.Fatal(err)
+	}
+	c.mu.Lock()
+	c.started, c.replayed = true, true
+	c.mu.Unlock()
+	return c
+}
 
 // BenchmarkFanOut: one session, N connections (one agent each), M events
 // published one commit at a time; reports delivered events per second.
@@ -595,12 +625,7 @@ func BenchmarkFanOut(b *testing.B) {
 	for _, n := range []int{1, 10, 100} {
 		b.Run(fmt.Sprintf("conns=%d", n), func(b *testing.B) {
 			st := newLogStore()
-			handles := make([]string, n)
-			views := make([]visibility.View, n)
-			for i := range handles {
-				handles[i] = fmt.Sprintf("@a%03d.b", i)
-				views[i] = joined(handles[i])
-			}
+			handles, views := joinedAgents(n)
 			body := []byte(`{"type":"session.message","session_id":"sess_1","sequence":1}`)
 			h := hubWith(b, st, nil, func(c *Config) { c.RingSize = 4096; c.MaxLag = 1 << 30; c.CursorFlushInterval = time.Hour })
 			seq := int64(0)
@@ -617,14 +642,7 @@ func BenchmarkFanOut(b *testing.B) {
 				conns := make([]*Conn, n)
 				for i := range trs {
 					trs[i] = &countTransport{want: m, done: make(chan struct{})}
-					c, err := h.Attach(context.Background(), handles[i], trs[i])
-					if err != nil {
-						b.Fatal(err)
-					}
-					c.mu.Lock() // live only: no replay to wait for
-					c.started, c.replayed = true, true
-					c.mu.Unlock()
-					conns[i] = c
+					conns[i] = attachLive(b, h, handles[i], trs[i])
 				}
 				b.StartTimer()
 				for range m {
@@ -683,4 +701,65 @@ func TestPullPastTheCarriedView(t *testing.T) {
 	}
 	c.Close(CloseNormal, "test")
 	c.Finish()
+}
+
+func (f *testTransport) Flush(time.Time) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.queued) > 0 {
+		f.written = append(f.written, f.queued...)
+		f.queued = f.queued[:0]
+		f.flushes++
+	}
+	return nil
+}
+
+func (f *testTransport) flushCount() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.flushes
+}
+
+// TestBatchLeavesInOneFlush: events that are ready together leave together:
+// a replay of 300 events is one batch and one flush (one write to the
+// socket for the WebSocket transport, see server's TestWSBatchOneWrite),
+// not 300. Past flushBytes a batch is flushed in parts, so a catch-up does
+// not sit whole in memory.
+func TestBatchLeavesInOneFlush(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		events, pad int
+	}{
+		{"small", 300, 0},
+		{"past flushBytes", 300, 1 << 10},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := newLogStore()
+			st.setView("sess_1", joined("@a.b"))
+			for range tc.events {
+				st.add("sess_1", protocol.EventMessage, "@x.y", true)
+				if tc.pad > 0 { // pad the body just logged
+					e := &st.events["sess_1"][len(st.events["sess_1"])-1]
+					e.Body = append(e.Body[:len(e.Body)-1], `,"pad":"`+strings.Repeat("x", tc.pad)+`"}`...)
+				}
+			}
+			total := 0
+			for _, e := range st.events["sess_1"] {
+				total += len(e.Body)
+			}
+			h := hubWith(t, st, nil, nil)
+			tr := newTestTransport()
+			c := attachStart(t, h, "@a.b", tr)
+			waitFor(t, "the replay", func() bool { c.mu.Lock(); defer c.mu.Unlock(); return c.replayed })
+			if got, want := tr.seqs(), seqRange(1, int64(tc.events)); !slices.Equal(got, want) {
+				t.Fatalf("wrote %d events, want %d in order", len(got), len(want))
+			}
+			// One flush per flushBytes, and one for the rest.
+			if n, want := tr.flushCount(), total/flushBytes; n != want && n != want+1 {
+				t.Fatalf("%d flushes for %d events of %d bytes, want %d or %d", n, tc.events, total, want, want+1)
+			}
+			c.Close(CloseNormal, "test")
+			c.Finish()
+		})
+	}
 }

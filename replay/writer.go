@@ -226,12 +226,18 @@ func (c *Conn) pull(ctx context.Context, sessionID string, a *announce) error {
 				if err = c.write(ctx, e.Body); err != nil {
 					break events
 				}
-				if f := c.hub.cfg.OnLiveWrite; f != nil && !fromStore {
-					f(time.Since(time.UnixMilli(e.CreatedAt)))
+				if !fromStore && c.hub.cfg.OnLiveWrite != nil {
+					c.liveAt = append(c.liveAt, e.CreatedAt)
 				}
 				shown = e.Sequence
 			}
 			cs.sent = e.Sequence
+		}
+		// The batch leaves in one write to the socket (or a few, past
+		// flushBytes), before its bookkeeping; after a failed store read
+		// too, as what was written is owed to the peer either way.
+		if ferr := c.flush(); err == nil {
+			err = ferr
 		}
 		// Record what was written even when the batch stopped early; it
 		// counts for the cursor only once the peer confirms it.
@@ -300,31 +306,77 @@ func (c *Conn) session(ctx context.Context, sessionID string, a *announce) (*con
 	return cs, nil
 }
 
-// write writes one event within the write timeout. ctx is c.ctx, which the
-// timer cancels: one timer per connection, re-armed per event, rather than
-// a context and a timer per event (they were ~15% of aspd's CPU in the
-// chat benchmark).
+// flushBytes is how much the writer queues before it flushes within a
+// batch: a catch-up batch (ReadBatch events) does not sit whole in memory.
+const flushBytes = 64 << 10
+
+// write writes one event to the transport, which may queue it until flush.
+// The batch's first write arms the write timeout: one timer per connection,
+// armed once per batch rather than per event, and no context per write
+// (they were ~15% of aspd's CPU in the chat benchmark). ctx is c.ctx, which
+// the timer cancels.
 func (c *Conn) write(ctx context.Context, body []byte) error {
-	c.writeTimer.Reset(c.hub.cfg.WriteTimeout)
+	if c.deadline.IsZero() {
+		c.deadline = time.Now().Add(c.hub.cfg.WriteTimeout)
+		c.writeTimer.Reset(c.hub.cfg.WriteTimeout)
+	}
 	err := c.tr.Write(ctx, body)
-	if !c.writeTimer.Stop() {
+	if err == nil {
+		c.delivered.Add(1)
+		c.hub.stats.Delivered.Add(1)
+		if c.queued += len(body); c.queued >= flushBytes {
+			return c.flush()
+		}
+		return nil
+	}
+	// End the batch (the transport may be holding frames other goroutines
+	// wrote, such as the close frame of the failure); the connection is
+	// failing, so its outcome does not matter.
+	_ = c.tr.Flush(c.deadline)
+	c.deadline, c.queued, c.liveAt = time.Time{}, 0, c.liveAt[:0]
+	return c.writeErr(ctx, err, c.writeTimer.Stop())
+}
+
+// flush sends the batch written since the last flush, within the deadline
+// its first write set, and disarms the write timeout.
+func (c *Conn) flush() error {
+	if c.deadline.IsZero() {
+		return nil
+	}
+	err := c.tr.Flush(c.deadline)
+	stopped := c.writeTimer.Stop()
+	c.deadline, c.queued = time.Time{}, 0
+	if err == nil && stopped {
+		if f := c.hub.cfg.OnLiveWrite; f != nil {
+			now := time.Now()
+			for _, at := range c.liveAt {
+				f(now.Sub(time.UnixMilli(at)))
+			}
+		}
+	}
+	c.liveAt = c.liveAt[:0]
+	return c.writeErr(c.ctx, err, stopped)
+}
+
+// writeErr classifies the outcome of a write or flush: stopped reports
+// whether the write timer was stopped before it fired.
+func (c *Conn) writeErr(ctx context.Context, err error, stopped bool) error {
+	if !stopped {
 		// The timeout fired, and ctx is cancelled: a slow consumer even if
 		// the write got through at the last moment, or if the reader
 		// noticed the torn-down socket and closed the connection first.
 		return context.DeadlineExceeded
 	}
-	if err != nil {
-		select {
-		case <-c.closed:
-			return errClosed
-		default:
-		}
-		if ctx.Err() != nil {
-			return context.DeadlineExceeded
-		}
-		return err
+	if err == nil {
+		return nil
 	}
-	c.delivered.Add(1)
-	c.hub.stats.Delivered.Add(1)
-	return nil
+	select {
+	case <-c.closed:
+		return errClosed
+	default:
+	}
+	if ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) {
+		return context.DeadlineExceeded
+	}
+	return err
 }

@@ -9,9 +9,9 @@ import (
 	"github.com/labstack/echo/v4"
 )
 
-// accessLog writes one line per request at INFO, when the request ends
-// (for a WebSocket /connect or an SSE /stream, when the stream closes), and
-// records it in the request-latency histogram:
+// The access log: front (request.go) writes one line per request at INFO,
+// when the request ends (for a WebSocket /connect or an SSE /stream, when
+// the stream closes), and records it in the request-latency histogram:
 //
 //	level=INFO msg=request method=GET route=/sessions/:id status=200 duration_ms=1.204 agent=@alice.example request_id=5f0c...
 //
@@ -23,47 +23,22 @@ import (
 //
 // A WebSocket handler returns once the connection is handed to its reader;
 // it calls detachAccessLog so that the line is written when the connection
-// ends. The error, if any, is answered here (echo's error handler) rather than
-// after the middleware chain, so that the status logged is the one sent.
-func (s *Server) accessLog(next echo.HandlerFunc) echo.HandlerFunc {
-	return func(c echo.Context) error {
-		e := &accessEntry{start: time.Now()}
-		c.Set(accessKey, e)
-		if err := next(c); err != nil {
-			c.Error(err)
-		}
-		if !e.detached {
-			s.accessRecord(c, e.start)(time.Since(e.start))
-		}
-		return nil
-	}
-}
-
-const accessKey = "accessLog"
-
-// accessEntry is one request's access-log state.
-type accessEntry struct {
-	start    time.Time
-	detached bool // a handler took the request over: see detachAccessLog
-}
+// ends.
 
 // detachAccessLog is for a handler that hands its connection to a goroutine
 // and returns (WS /connect): the access-log line is then written by the
 // returned func, which the goroutine calls when the connection ends, with
 // the connection's whole duration. Call it after the response status is set.
 func (s *Server) detachAccessLog(c echo.Context) (end func()) {
-	e, _ := c.Get(accessKey).(*accessEntry)
-	if e == nil {
-		return func() {}
-	}
-	e.detached = true
-	write := s.accessRecord(c, e.start)
-	return func() { write(time.Since(e.start)) }
+	st := state(c)
+	st.detached = true
+	write := s.accessRecord(c, st)
+	return func() { write(time.Since(st.start)) }
 }
 
 // accessRecord captures what the line says about the request now (c is
 // reused once the handler returns) and returns the func that logs it.
-func (s *Server) accessRecord(c echo.Context, start time.Time) func(time.Duration) {
+func (s *Server) accessRecord(c echo.Context, st *reqState) func(time.Duration) {
 	req := c.Request()
 	method := methodLabel(req.Method)
 	route := s.metrics.routeLabel(c.Path())
@@ -72,8 +47,7 @@ func (s *Server) accessRecord(c echo.Context, start time.Time) func(time.Duratio
 		// Nothing was written: the client went away before an answer.
 		status = 499
 	}
-	agent, _ := c.Get("agent").(string)
-	id := requestID(c)
+	agent, id := st.agent, st.id
 	return func(d time.Duration) {
 		s.metrics.observeRequest(method, route, status, d)
 		attrs := make([]slog.Attr, 0, 6)

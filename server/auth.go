@@ -25,27 +25,26 @@ func bearer(r *http.Request) string {
 }
 
 // agentAuth authenticates an agent by bearer token (or ?token= on
-// /connect only) and stores its handle and token in the context.
-func (s *Server) agentAuth(next echo.HandlerFunc) echo.HandlerFunc {
-	return func(c echo.Context) error {
-		tok, ok := agentToken(c)
-		if !ok || tok == "" {
-			c.Response().Header().Set("WWW-Authenticate", `Bearer realm="aspd"`)
-			return app.Unauthorized()
-		}
-		handle, err := s.app.Authenticate(c.Request().Context(), tok)
-		if err != nil {
-			// The challenge belongs to a 401 only: a store outage (503)
-			// says nothing about the token.
-			if pe := app.Answer(err); pe.Status == http.StatusUnauthorized {
-				c.Response().Header().Set("WWW-Authenticate", `Bearer realm="aspd"`)
-			}
-			return err
-		}
-		c.Set("agent", handle)
-		c.Set("token", tok)
-		return next(c)
+// /connect only) and keeps its handle and token in the request's state
+// (agentGate).
+func (s *Server) agentAuth(c echo.Context) error {
+	tok, ok := agentToken(c)
+	if !ok || tok == "" {
+		c.Response().Header().Set("WWW-Authenticate", `Bearer realm="aspd"`)
+		return app.Unauthorized()
 	}
+	handle, err := s.app.Authenticate(c.Request().Context(), tok)
+	if err != nil {
+		// The challenge belongs to a 401 only: a store outage (503)
+		// says nothing about the token.
+		if pe := app.Answer(err); pe.Status == http.StatusUnauthorized {
+			c.Response().Header().Set("WWW-Authenticate", `Bearer realm="aspd"`)
+		}
+		return err
+	}
+	st := state(c)
+	st.agent, st.token = handle, tok
+	return nil
 }
 
 // agentToken is the token a request presents: its bearer token, or on
@@ -73,8 +72,8 @@ func agentToken(c echo.Context) (tok string, ok bool) {
 }
 
 // agent is the authenticated agent's handle.
-func agent(c echo.Context) string { return c.Get("agent").(string) }
+func agent(c echo.Context) string { return state(c).agent }
 
 // token is the authenticated agent's bearer token, which long-lived streams
 // hand to the application to be checked again once they are registered.
-func token(c echo.Context) string { return c.Get("token").(string) }
+func token(c echo.Context) string { return state(c).token }

@@ -34,30 +34,25 @@ func routeScope(rt *route) string {
 // token's scope against the route's (routeScope: 403 insufficient_scope),
 // and for a route that names an action, puts the change's audit entry in
 // the request's context: the store writes it in the change's transaction.
-func (s *Server) operatorAuth(rt *route) echo.MiddlewareFunc {
-	need := routeScope(rt)
-	return func(next echo.HandlerFunc) echo.HandlerFunc {
-		return func(c echo.Context) error {
-			op, err := s.authenticateOperator(c)
-			if err != nil {
-				if pe := app.Answer(err); pe.Status == http.StatusUnauthorized {
-					c.Response().Header().Set("WWW-Authenticate", `Bearer realm="aspd-admin"`)
-				}
-				return err
-			}
-			if !op.Allows(need) {
-				return app.InsufficientScope(op.Scope)
-			}
-			c.Set("operator", op)
-			if rt.action != "" {
-				target, detail := pathTarget(c)
-				req := c.Request()
-				c.SetRequest(req.WithContext(app.WithAudit(req.Context(), app.AuditRequest{
-					Actor: op.Name, Action: rt.action, Target: target, RequestID: requestID(c), Detail: detail})))
-			}
-			return next(c)
+func (s *Server) operatorAuth(c echo.Context, rt *route) error {
+	op, err := s.authenticateOperator(c)
+	if err != nil {
+		if pe := app.Answer(err); pe.Status == http.StatusUnauthorized {
+			c.Response().Header().Set("WWW-Authenticate", `Bearer realm="aspd-admin"`)
 		}
+		return err
 	}
+	if !op.Allows(routeScope(rt)) {
+		return app.InsufficientScope(op.Scope)
+	}
+	c.Set("operator", op)
+	if rt.action != "" {
+		target, detail := pathTarget(c)
+		req := c.Request()
+		c.SetRequest(req.WithContext(app.WithAudit(req.Context(), app.AuditRequest{
+			Actor: op.Name, Action: rt.action, Target: target, RequestID: requestID(c), Detail: detail})))
+	}
+	return nil
 }
 
 func (s *Server) authenticateOperator(c echo.Context) (app.Operator, error) {

@@ -77,16 +77,14 @@ func checkQuery(c echo.Context, rule queryRule) (url.Values, error) {
 	return q, nil
 }
 
-const queryKey = "query"
-
 // query returns the request's query parameters, as checked by strictQuery
 // against the route's rule. On a route without strictQuery they are checked
 // on first use against the zero rule: such a route takes no parameters.
 // Every handler that can be reached with a query string calls it (or runs
 // behind strictQuery) before anything else.
 func query(c echo.Context) (url.Values, error) {
-	if q, ok := c.Get(queryKey).(url.Values); ok {
-		return q, nil
+	if st := state(c); st.queried {
+		return st.query, nil
 	}
 	return checkedQuery(c, queryRule{})
 }
@@ -98,27 +96,9 @@ func checkedQuery(c echo.Context, rule queryRule) (url.Values, error) {
 	if err != nil {
 		return nil, err
 	}
-	c.Set(queryKey, q)
+	st := state(c)
+	st.query, st.queried = q, true
 	return q, nil
-}
-
-// strictQuery checks the query string against the route's rule (its entry
-// in the route table, routes.go) before the handler runs, so that no handler
-// can forget. Handlers still read their values with query.
-func strictQuery(rule queryRule) echo.MiddlewareFunc {
-	return func(next echo.HandlerFunc) echo.HandlerFunc {
-		return func(c echo.Context) error {
-			// A group's catch-all not-found routes ("/*", or "/" for the
-			// root group) stay the 404 of an unknown route, query or not.
-			if p := c.Path(); p == "/" || strings.HasSuffix(p, "*") {
-				return next(c)
-			}
-			if _, err := checkedQuery(c, rule); err != nil {
-				return err
-			}
-			return next(c)
-		}
-	}
 }
 
 // parseQuery splits a query string like url.ParseQuery, but refuses what

@@ -49,7 +49,7 @@ type route struct {
 	// that run strictQuery (agent, operator, Chorus callback).
 	query queryRule
 	// admit is the per-agent rate-limited action taken before the path and
-	// the body are looked at (Server.admit); 0: none. Agent routes only.
+	// the body are looked at (agentGate, request.go); 0: none. Agent routes only.
 	admit app.Action
 	// request and response are zero values of the body types, for
 	// documentation: nil when there is no body (or no JSON body: see
@@ -392,20 +392,16 @@ var routeTable = []route{
 		summary: "The web console's pages and assets.", mount: (*Server).consoleHandler},
 }
 
-// routeMiddleware is the middleware rt's auth class implies, in order:
+// routeMiddleware is the one gate (request.go) rt's auth class implies, in order:
 // authentication, the strict query check, the per-agent admission.
 func (s *Server) routeMiddleware(rt *route) []echo.MiddlewareFunc {
 	switch rt.auth {
 	case authAgent:
-		m := []echo.MiddlewareFunc{s.agentAuth, strictQuery(rt.query)}
-		if rt.admit != 0 {
-			m = append(m, s.admit(rt.admit))
-		}
-		return m
+		return []echo.MiddlewareFunc{s.agentGate(rt)}
 	case authOperator:
-		return []echo.MiddlewareFunc{s.operatorAuth(rt), strictQuery(rt.query)}
+		return []echo.MiddlewareFunc{s.operatorGate(rt)}
 	case authChorusCallback:
-		return []echo.MiddlewareFunc{strictQuery(rt.query)}
+		return []echo.MiddlewareFunc{queryGate(rt)}
 	default: // authNone, authMCP
 		return nil
 	}

@@ -178,7 +178,7 @@ func TestRoutesReadingQueryHaveRules(t *testing.T) {
 			case authAgent:
 				read = read || reads["agentAuth"]
 			case authOperator:
-				read = read || reads["adminAuth"]
+				read = read || reads["operatorAuth"]
 			}
 			if !read {
 				t.Errorf("%s: takes %v, but nothing reads the query string", name, rt.query.params)

@@ -81,7 +81,10 @@ func (s *Server) routes() *echo.Echo {
 	e.HideBanner = true
 	e.HidePort = true
 	e.HTTPErrorHandler = s.errorHandler
-	e.Use(s.requestID, s.accessLog, s.recoverer, s.retryAfter)
+	// One middleware for every request (request.go), and one more per
+	// route for its authentication, query check and admission
+	// (routeMiddleware): the whole chain is two calls deep.
+	e.Use(s.front)
 
 	mounted := map[string]echo.HandlerFunc{}
 	for i := range routeTable {
@@ -157,22 +160,6 @@ func isAnswer(err error) bool {
 	return errors.As(err, &pe) || errors.As(err, &he) || app.WireError(err) != nil
 }
 
-// requestID gives every request an id, returned in the X-Request-Id
-// response header and logged with any failure: the client's own
-// X-Request-Id when it is sane (1 to 64 printable ASCII characters, no
-// spaces), or a fresh random one.
-func (s *Server) requestID(next echo.HandlerFunc) echo.HandlerFunc {
-	return func(c echo.Context) error {
-		id := c.Request().Header.Get(echo.HeaderXRequestID)
-		if !saneRequestID(id) {
-			id = newRequestID()
-		}
-		c.Set("requestID", id)
-		c.Response().Header().Set(echo.HeaderXRequestID, id)
-		return next(c)
-	}
-}
-
 func saneRequestID(id string) bool {
 	if id == "" || len(id) > 64 {
 		return false
@@ -192,51 +179,6 @@ func newRequestID() string {
 	binary.LittleEndian.PutUint64(b[:8], rand.Uint64())
 	binary.LittleEndian.PutUint64(b[8:], rand.Uint64())
 	return hex.EncodeToString(b[:])
-}
-
-func requestID(c echo.Context) string {
-	id, _ := c.Get("requestID").(string)
-	return id
-}
-
-// admit applies the action's per-agent rate limit before the path and the
-// body are looked at (the documented order of checks); the application
-// method the handler calls then does not take a second token.
-func (s *Server) admit(act app.Action) echo.MiddlewareFunc {
-	return func(next echo.HandlerFunc) echo.HandlerFunc {
-		return func(c echo.Context) error {
-			ctx, err := s.app.Admit(c.Request().Context(), agent(c), act)
-			if err != nil {
-				return err
-			}
-			c.SetRequest(c.Request().WithContext(ctx))
-			return next(c)
-		}
-	}
-}
-
-// retryAfter tells a client refused for its rate (429) when to retry.
-func (s *Server) retryAfter(next echo.HandlerFunc) echo.HandlerFunc {
-	return func(c echo.Context) error {
-		err := next(c)
-		var re *app.RetryError
-		if errors.As(err, &re) && !c.Response().Committed {
-			c.Response().Header().Set("Retry-After", strconv.Itoa(re.RetryAfterSeconds()))
-		}
-		return err
-	}
-}
-
-func (s *Server) recoverer(next echo.HandlerFunc) echo.HandlerFunc {
-	return func(c echo.Context) (err error) {
-		defer func() {
-			if r := recover(); r != nil {
-				s.log.Error("panic in handler", "method", methodLabel(c.Request().Method), "route", c.Path(), "request_id", requestID(c), "panic", r)
-				err = errors.New("panic")
-			}
-		}()
-		return next(c)
-	}
 }
 
 func (s *Server) bodyTooLarge() *protocol.Error {

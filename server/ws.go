@@ -18,13 +18,14 @@ import (
 // event the agent may see, replay first, then live.
 func (s *Server) connect(c echo.Context) error {
 	handle := agent(c)
-	ws, err := websocket.Accept(c.Response(), c.Request(), &websocket.AcceptOptions{})
+	hj := &batchHijacker{ResponseWriter: c.Response()}
+	ws, err := websocket.Accept(hj, c.Request(), &websocket.AcceptOptions{})
 	if err != nil {
 		return nil // Accept has written the HTTP error
 	}
 	ws.SetReadLimit(s.cfg.WSReadLimit)
 	ctx, cancel := context.WithCancel(context.Background())
-	tr := &wsTransport{ws: ws}
+	tr := &wsTransport{ws: ws, bc: hj.conn}
 	conn, err := s.app.Connect(ctx, handle, token(c), tr)
 	if err != nil {
 		cancel()
@@ -102,13 +103,27 @@ func (s *Server) connect(c echo.Context) error {
 
 type wsTransport struct {
 	ws      *websocket.Conn
+	bc      *batchConn // the socket under ws
+	watch   sync.Once  // ties the writer's context to bc, once per connection
 	mu      sync.Mutex
 	closing chan struct{} // set by Close; closed when the close handshake is over
 }
 
+// Write queues one event frame for the next Flush. The library writes the
+// frame into bc, which holds it, so the write takes no context (a context
+// with a deadline costs the library a context.AfterFunc per frame); the
+// writer's deadline bounds the Flush. It may still wait behind a control
+// frame another goroutine is writing to a peer that does not read: ctx (the
+// connection's, which the write timeout cancels) aborts that wait, through
+// one context.AfterFunc per connection rather than per frame.
 func (t *wsTransport) Write(ctx context.Context, msg []byte) error {
-	return t.ws.Write(ctx, websocket.MessageText, msg)
+	t.watch.Do(func() { context.AfterFunc(ctx, t.bc.abort) })
+	t.bc.hold()
+	return t.ws.Write(context.Background(), websocket.MessageText, msg)
 }
+
+// Flush sends the queued frames in one write.
+func (t *wsTransport) Flush(deadline time.Time) error { return t.bc.flush(deadline) }
 
 func (t *wsTransport) Ping(ctx context.Context) error { return t.ws.Ping(ctx) }
 

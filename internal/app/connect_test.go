@@ -25,6 +25,7 @@ func (f *fakeTransport) Write(_ context.Context, msg []byte) error {
 	return nil
 }
 
+func (f *fakeTransport) Flush(time.Time) error      { return nil }
 func (f *fakeTransport) Ping(context.Context) error { return nil }
 
 func (f *fakeTransport) Close(code int, _ string) {

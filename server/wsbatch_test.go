@@ -1,0 +1,199 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+)
+
+// countingListener counts the writes to the sockets it accepts.
+type countingListener struct {
+	net.Listener
+	writes atomic.Int64
+}
+
+func (l *countingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &countingConn{Conn: c, n: &l.writes}, nil
+}
+
+type countingConn struct {
+	net.Conn
+	n *atomic.Int64
+}
+
+func (c *countingConn) Write(p []byte) (int, error) {
+	c.n.Add(1)
+	return c.Conn.Write(p)
+}
+
+// wsPair starts a WebSocket server whose handler hands its wsTransport to
+// the test, and dials it.
+func wsPair(t *testing.T) (*wsTransport, *websocket.Conn, *countingListener) {
+	t.Helper()
+	got := make(chan *wsTransport, 1)
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hj := &batchHijacker{ResponseWriter: w}
+		ws, err := websocket.Accept(hj, r, nil)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		got <- &wsTransport{ws: ws, bc: hj.conn}
+		// The server side reads too (pongs, the close frame), as the real
+		// handler's reader does.
+		go func() {
+			for {
+				if _, _, err := ws.Read(context.Background()); err != nil {
+					return
+				}
+			}
+		}()
+	}))
+	ln := &countingListener{Listener: srv.Listener}
+	srv.Listener = ln
+	srv.Start()
+	t.Cleanup(srv.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	client, _, err := websocket.Dial(ctx, strings.Replace(srv.URL, "http", "ws", 1), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { client.CloseNow() })
+	select {
+	case tr := <-got:
+		return tr, client, ln
+	case <-ctx.Done():
+		t.Fatal("no server side")
+		return nil, nil, nil
+	}
+}
+
+// TestWSBatchOneWrite: N event frames written as one batch reach the socket
+// in one write system call (they took N before), and the peer reads all of
+// them, in order. A ping written by another goroutine during the batch
+// leaves with it, after the frames written before it.
+func TestWSBatchOneWrite(t *testing.T) {
+	tr, client, ln := wsPair(t)
+	const n = 50
+	before := ln.writes.Load()
+	for i := range n {
+		if err := tr.Write(context.Background(), fmt.Appendf(nil, `{"sequence":%d}`, i+1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if w := ln.writes.Load() - before; w != 0 {
+		t.Fatalf("%d socket writes before the flush, want 0", w)
+	}
+	if err := tr.Flush(time.Now().Add(5 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if w := ln.writes.Load() - before; w != 1 {
+		t.Fatalf("%d socket writes for a batch of %d events, want 1", w, n)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for i := range n {
+		_, msg, err := client.Read(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := fmt.Sprintf(`{"sequence":%d}`, i+1); string(msg) != want {
+			t.Fatalf("message %d is %s, want %s", i, msg, want)
+		}
+	}
+	// Outside a batch, a frame goes straight out: a ping (answered by the
+	// client's reader, which is running: client.Read above is done, so
+	// read on in the background).
+	go func() {
+		for {
+			if _, _, err := client.Read(context.Background()); err != nil {
+				return
+			}
+		}
+	}()
+	before = ln.writes.Load()
+	if err := tr.Ping(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if w := ln.writes.Load() - before; w != 1 {
+		t.Fatalf("%d socket writes for a ping outside a batch, want 1", w)
+	}
+}
+
+// TestWSBatchDeadline: a peer that stops reading fails the flush at its
+// deadline, with an error that is a context.DeadlineExceeded (the writer
+// closes 1008 slow consumer), and every later write fails.
+func TestWSBatchDeadline(t *testing.T) {
+	tr, _, _ := wsPair(t) // the client never reads
+	big := []byte(`"` + strings.Repeat("x", 64<<10) + `"`)
+	var err error
+	for i := 0; i < 1000 && err == nil; i++ { // up to 64 MiB: more than any socket buffers
+		for range 16 {
+			if err = tr.Write(context.Background(), big); err != nil {
+				break
+			}
+		}
+		if err == nil {
+			err = tr.Flush(time.Now().Add(200 * time.Millisecond))
+		}
+	}
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("flush to a peer that does not read: %v, want a deadline error", err)
+	}
+	if err := tr.Write(context.Background(), []byte(`{}`)); err == nil {
+		if err = tr.Flush(time.Now().Add(time.Second)); err == nil {
+			t.Fatal("a write after a failed flush succeeded")
+		}
+	}
+}
+
+// TestWSBatchAbort: the writer's context ending (its write timeout) aborts
+// a flush blocked on a peer that does not read, well before the flush's
+// own deadline, with a deadline error; later writes fail.
+func TestWSBatchAbort(t *testing.T) {
+	tr, _, _ := wsPair(t) // the client never reads
+	ctx, cancel := context.WithCancel(context.Background())
+	big := []byte(`"` + strings.Repeat("x", 64<<10) + `"`)
+	done := make(chan error, 1)
+	go func() {
+		var err error
+		for i := 0; i < 1000 && err == nil; i++ { // up to 64 MiB: more than any socket buffers
+			for range 16 {
+				if err = tr.Write(ctx, big); err != nil {
+					break
+				}
+			}
+			if err == nil {
+				err = tr.Flush(time.Now().Add(time.Minute))
+			}
+		}
+		done <- err
+	}()
+	time.Sleep(100 * time.Millisecond) // let the writes fill the socket's buffers
+	cancel()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("aborted flush: %v, want a deadline error", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the blocked flush was not aborted")
+	}
+	if err := tr.Write(context.Background(), []byte(`{}`)); err == nil {
+		t.Fatal("a write after the abort succeeded")
+	}
+}
