@@ -522,6 +522,14 @@ func (g *schemaGen) schema(t reflect.Type) (map[string]any, error) {
 		if err != nil {
 			return nil, err
 		}
+		// A slice of pointers to scalars holds nulls on purpose (a chart's
+		// unknown points: Overview's series); a pointer to a struct in a
+		// slice is never nil.
+		if e := t.Elem(); e.Kind() == reflect.Pointer && e.Elem().Kind() != reflect.Struct {
+			if ty, ok := items["type"].(string); ok {
+				items["type"] = []string{ty, "null"}
+			}
+		}
 		return map[string]any{"type": []string{"array", "null"}, "items": items}, nil
 	case reflect.Map:
 		if t.Key().Kind() != reflect.String {
