@@ -57,6 +57,9 @@ WALK_MARK='<!-- walkthrough: skip (compose: deploy/test-compose.sh) -->'
 TOTAL="${COMPOSE_TEST_TIMEOUT:-1200}"
 
 log() { printf '== compose: %s\n' "$*"; }
+# show FILE prints a log of podman-compose, which echoes every podman
+# command line, environment included: secrets are masked.
+show() { sed -E -e 's/((TOKEN|KEY|PASSWORD|DATABASE_URL)=)[^ ]*/\1xxxxx/g' -e 's/asp_[A-Za-z0-9_-]+/asp_xxxxx/g' "$1"; }
 fail() {
 	printf '*** compose test FAILED: %s\n' "$*" >&2
 	exit 1
@@ -145,6 +148,16 @@ inputs_hash() {
 	done | sha256sum | cut -c1-16
 }
 
+# drop_stale TAG removes the other tags of TAG's repository (stand-ins of
+# older inputs), so that the cache does not grow run after run. One still
+# in use by another stand-in's image stays.
+drop_stale() {
+	local repo="${1%:*}" old
+	for old in $(podman images --format '{{.Repository}}:{{.Tag}}' "$repo"); do
+		[ "$old" = "$1" ] || podman rmi "$old" >/dev/null 2>&1 || true
+	done
+}
+
 # have_image TAG succeeds if TAG is in podman's store.
 have_image() { podman image exists "$1"; }
 
@@ -169,6 +182,7 @@ else
 			--change "LABEL org.aspd.standin.inputs=${BASE##*:}" - "$BASE" >/dev/null
 	rm -rf "$WORK/rootfs"
 	log "base built in $((SECONDS - t0))s"
+	drop_stale "$BASE"
 fi
 # A first container: where the engine cannot run one, skip (or fail).
 if ! out="$(podman run --rm --network none "$BASE" true 2>&1)"; then
@@ -196,6 +210,7 @@ standin() {
 			fail "building the $name stand-in"
 		}
 		log "$name built in $((SECONDS - t0))s" >&2
+		drop_stale "$tag"
 	fi
 	echo "$tag"
 }
@@ -208,13 +223,16 @@ RUNTIME_IMAGE="$(standin static "$WORK/ctx-static")"
 command -v go >/dev/null 2>&1 || skip "no Go toolchain on the host for the Go builder stand-in"
 GOROOT_HOST="$(go env GOROOT)"
 GO_VERSION="$(go version)"
-GO_IMAGE="localhost/aspd-standin/go:$(inputs_hash "$BASE" "$STANDINS/go.Containerfile" "$GO_VERSION" "$GOROOT_HOST")"
+HOST_CA=/etc/ssl/certs/ca-certificates.crt
+[ -f "$HOST_CA" ] || skip "no CA bundle at $HOST_CA for the Go builder stand-in"
+GO_IMAGE="localhost/aspd-standin/go:$(inputs_hash "$BASE" "$STANDINS/go.Containerfile" "$GO_VERSION" "$GOROOT_HOST" "$HOST_CA")"
 if ! have_image "$GO_IMAGE"; then
 	# The toolchain goes into the build context: hard links where the file
 	# system allows (no copy of ~300 MB), a copy otherwise.
 	cp -al "$GOROOT_HOST" "$WORK/ctx-go/go" 2>/dev/null || cp -a "$GOROOT_HOST" "$WORK/ctx-go/go"
+	cp "$HOST_CA" "$WORK/ctx-go/ca-certificates.crt"
 fi
-GO_IMAGE="$(standin go "$WORK/ctx-go" "$GO_VERSION" "$GOROOT_HOST")"
+GO_IMAGE="$(standin go "$WORK/ctx-go" "$GO_VERSION" "$GOROOT_HOST" "$HOST_CA")"
 rm -rf "$WORK/ctx-go"
 export POSTGRES_IMAGE GO_IMAGE RUNTIME_IMAGE
 
@@ -226,6 +244,13 @@ export POSTGRES_IMAGE GO_IMAGE RUNTIME_IMAGE
 service_container() {
 	podman ps -a --filter "label=io.podman.compose.project=$PROJECT" --format '{{.Names}}' |
 		grep -E "^${PROJECT}[_-]$1[_-]1\$" | head -1
+}
+
+# running SERVICE succeeds if the service's container runs.
+running() {
+	local c
+	c="$(service_container "$1")"
+	[ -n "$c" ] && [ "$(podman inspect -f '{{.State.Running}}' "$c" 2>/dev/null)" = true ]
 }
 
 # wait_healthy CONTAINER runs its healthcheck until it passes (60 tries).
@@ -259,18 +284,26 @@ wait_ready() {
 # next service starts, as depends_on's condition asks.
 compose_up() {
 	started=1
-	"${COMPOSE[@]}" build >"$WORK/build-aspd.log" 2>&1 || {
-		tail -30 "$WORK/build-aspd.log"
-		fail "podman-compose build"
-	}
-	"${COMPOSE[@]}" up -d --no-build postgres >"$WORK/up-postgres.log" 2>&1 || {
-		cat "$WORK/up-postgres.log"
-		fail "podman-compose up postgres"
+	# podman-compose 1.0.3 exits 0 when a command it runs fails: each step
+	# is checked by its effect. The image is untagged first (its layers stay
+	# as the build cache) so that only this build can make it exist.
+	local img
+	for img in "${PROJECT}_aspd" "${PROJECT}-aspd"; do podman untag "$img" >/dev/null 2>&1 || true; done
+	"${COMPOSE[@]}" build >"$WORK/build-aspd.log" 2>&1 || true
+	if ! podman image exists "${PROJECT}_aspd" && ! podman image exists "${PROJECT}-aspd"; then
+		show "$WORK/build-aspd.log" | tail -30
+		fail "podman-compose build: no aspd image"
+	fi
+	"${COMPOSE[@]}" up -d --no-build postgres >"$WORK/up-postgres.log" 2>&1 || true
+	running postgres || {
+		show "$WORK/up-postgres.log"
+		fail "podman-compose up: postgres is not running"
 	}
 	wait_healthy "$(service_container postgres)"
-	"${COMPOSE[@]}" up -d --no-build >"$WORK/up.log" 2>&1 || {
-		cat "$WORK/up.log"
-		fail "podman-compose up"
+	"${COMPOSE[@]}" up -d --no-build >"$WORK/up.log" 2>&1 || true
+	running aspd || {
+		show "$WORK/up.log"
+		fail "podman-compose up: aspd is not running"
 	}
 	wait_ready
 }
@@ -306,12 +339,16 @@ blocks="$(grep -c '^# block ' "$WORK/walkthrough.sh" || true)"
 log "README walkthrough: $blocks block(s)"
 # Run in this shell (docker, fail and the trap stay in force), from the
 # repository root as a reader would, with a fresh token and key.
+# Its output (an agent token among it) is shown only on failure, masked.
 started=1
-(
+if ! (
 	set -euo pipefail
 	# shellcheck disable=SC1091
 	. "$WORK/walkthrough.sh"
-) || fail "the README's compose walkthrough failed"
+) >"$WORK/walkthrough.out" 2>&1; then
+	show "$WORK/walkthrough.out"
+	fail "the README's compose walkthrough failed"
+fi
 [ -n "$(service_container aspd)" ] || fail "the walkthrough did not start the stack"
 
 # The walkthrough's agent, for the checks below.
@@ -328,11 +365,13 @@ fi
 
 # --- 5. Restart aspd: the data is in PostgreSQL's volume, not the container.
 log "restart aspd"
-podman restart "$(service_container aspd)" >/dev/null
+podman restart "$(service_container aspd)" >"$WORK/restart.log" 2>&1 || { cat "$WORK/restart.log"; fail "podman restart aspd"; }
 wait_ready
 has_agent || fail "$AGENT is gone after restarting aspd"
 log "restart postgres"
-podman restart "$(service_container postgres)" >/dev/null
+# (podman complains on stderr that it cannot reach systemd for the
+# healthcheck timers: expected here, where the script runs the checks.)
+podman restart "$(service_container postgres)" >"$WORK/restart.log" 2>&1 || { cat "$WORK/restart.log"; fail "podman restart postgres"; }
 wait_healthy "$(service_container postgres)"
 wait_ready
 has_agent || fail "$AGENT is gone after restarting postgres"
