@@ -56,7 +56,7 @@ PROJECT="aspdcomposetest"
 WALK_MARK='<!-- walkthrough: skip (compose: deploy/test-compose.sh) -->'
 TOTAL="${COMPOSE_TEST_TIMEOUT:-1200}"
 
-log() { printf '== compose: %s\n' "$*"; }
+log() { printf '== compose [%ss]: %s\n' "$SECONDS" "$*"; }
 # show FILE prints a log of podman-compose, which echoes every podman
 # command line, environment included: secrets are masked.
 show() { sed -E -e 's/((TOKEN|KEY|PASSWORD|DATABASE_URL)=)[^ ]*/\1xxxxx/g' -e 's/asp_[A-Za-z0-9_-]+/asp_xxxxx/g' "$1"; }
@@ -253,30 +253,31 @@ running() {
 	[ -n "$c" ] && [ "$(podman inspect -f '{{.State.Running}}' "$c" 2>/dev/null)" = true ]
 }
 
-# wait_healthy CONTAINER runs its healthcheck until it passes (60 tries).
+# wait_healthy CONTAINER runs its healthcheck until it passes, for at most
+# 120 s.
 wait_healthy() {
-	local c="$1" i
-	for i in $(seq 1 60); do
+	local c="$1" end=$((SECONDS + 120))
+	while [ "$SECONDS" -lt "$end" ]; do
 		if podman healthcheck run "$c" >/dev/null 2>&1; then
 			log "$c healthy"
 			return 0
 		fi
 		sleep 1
 	done
-	fail "$c: its healthcheck did not pass in 60 tries"
+	fail "$c: its healthcheck did not pass in 120 s"
 }
 
-# wait_ready waits for aspd's /readyz on the published port.
+# wait_ready waits for aspd's /readyz on the published port, at most 120 s.
 wait_ready() {
-	local i
-	for i in $(seq 1 60); do
+	local end=$((SECONDS + 120))
+	while [ "$SECONDS" -lt "$end" ]; do
 		if curl -fsS -m 2 http://127.0.0.1:8080/readyz >/dev/null 2>&1; then
 			log "aspd ready"
 			return 0
 		fi
 		sleep 1
 	done
-	fail "aspd: /readyz did not answer 200 in 60 s"
+	fail "aspd: /readyz did not answer 200 in 120 s"
 }
 
 # compose_up: up -d --build, one service at a time in dependency order
@@ -294,6 +295,7 @@ compose_up() {
 		show "$WORK/build-aspd.log" | tail -30
 		fail "podman-compose build: no aspd image"
 	fi
+	log "aspd image built"
 	"${COMPOSE[@]}" up -d --no-build postgres >"$WORK/up-postgres.log" 2>&1 || true
 	running postgres || {
 		show "$WORK/up-postgres.log"
