@@ -56,7 +56,10 @@ PROJECT="aspdcomposetest"
 WALK_MARK='<!-- walkthrough: skip (compose: deploy/test-compose.sh) -->'
 TOTAL="${COMPOSE_TEST_TIMEOUT:-1200}"
 
-log() { printf '== compose [%ss]: %s\n' "$SECONDS" "$*"; }
+log() { printf '== compose [%ss]: %s\n' "$SECONDS" "$*" >&3; }
+# Progress goes to fd 3, the script's stdout, also from inside the
+# walkthrough, whose own output goes to a file.
+exec 3>&1
 # show FILE prints a log of podman-compose, which echoes every podman
 # command line, environment included: secrets are masked.
 show() { sed -E -e 's/((TOKEN|KEY|PASSWORD|DATABASE_URL)=)[^ ]*/\1xxxxx/g' -e 's/asp_[A-Za-z0-9_-]+/asp_xxxxx/g' "$1"; }
