@@ -76,10 +76,11 @@ skip() {
 }
 
 # The whole run is bounded: a watchdog ends this script's process group
-# after TOTAL seconds (the trap below still tears the stack down).
+# after TOTAL seconds: TERM to every process of the run, whose trap (below)
+# still tears the stack down; KILL 60 s later.
 if [ -z "${COMPOSE_TEST_CHILD:-}" ]; then
 	export COMPOSE_TEST_CHILD=1
-	exec timeout --foreground --kill-after=60 "$TOTAL" "$0" "$@"
+	exec timeout --kill-after=60 "$TOTAL" "$0" "$@"
 fi
 
 # --- 0. Can a container engine run here?
