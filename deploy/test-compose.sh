@@ -183,7 +183,8 @@ else
 	rm -rf "$WORK"/rootfs/var/cache/apt/archives/*.deb "$WORK"/rootfs/var/lib/apt/lists/*
 	tar -C "$WORK/rootfs" -c . |
 		podman import --change 'CMD ["/bin/bash"]' \
-			--change "LABEL org.aspd.standin.inputs=${BASE##*:}" - "$BASE" >/dev/null
+			--change "LABEL org.aspd.standin.inputs=${BASE##*:}" - "$BASE" >"$WORK/import.log" 2>&1 ||
+		{ cat "$WORK/import.log"; fail "podman import"; }
 	rm -rf "$WORK/rootfs"
 	log "base built in $((SECONDS - t0))s"
 	drop_stale "$BASE"
