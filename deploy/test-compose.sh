@@ -103,6 +103,11 @@ started=0
 cleanup() {
 	local status=$?
 	set +e
+	case "$status" in
+	0 | 1) ;; # passed, or fail said why
+	143) printf '*** compose test FAILED: stopped after COMPOSE_TEST_TIMEOUT=%ss\n' "$TOTAL" >&2 ;;
+	*) printf '*** compose test FAILED: exit status %s\n' "$status" >&2 ;;
+	esac
 	if [ "$status" -ne 0 ] && [ "$started" = 1 ]; then
 		log "logs (failure)"
 		for c in $(podman ps -a --filter "label=io.podman.compose.project=$PROJECT" --format '{{.Names}}'); do
@@ -124,7 +129,8 @@ cleanup() {
 	exit "$status"
 }
 trap cleanup EXIT
-trap 'exit 130' INT TERM
+trap 'exit 130' INT
+trap 'exit 143' TERM
 
 # --- 1. Stand-in images, cached by a hash of their inputs.
 
