@@ -147,6 +147,16 @@ func (d dialect) searchAnyOf(parts []searchPart) string {
 	return "e.rowid IN (" + strings.Join(alts, " UNION ") + ")"
 }
 
+// searchWalkColumns are the columns of events that the walk step of a
+// search (search.go) hands to the predicates of searchAnyOf and the
+// filters: on SQLite the rowid, which the FTS5 tables answer.
+func (d dialect) searchWalkColumns() string {
+	if d.name == "postgres" {
+		return "session_id, sequence, created_at, type, subject, search_text, search_words"
+	}
+	return "rowid AS rowid, session_id, sequence, created_at, type, subject"
+}
+
 // searchWordArg is the argument of searchWordMatch for words: a quoted
 // phrase for websearch_to_tsquery (which then means the words in a row,
 // or the one word) and for FTS5 alike. Words hold letters and digits

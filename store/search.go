@@ -91,67 +91,44 @@ func (s *Store) searchDone(ctx context.Context) error {
 	return ctx.Err()
 }
 
+// searchWalk is how many of the newest events (after the cursor, within
+// since/until) the first step of a search reads before it falls back to
+// the indexes. A term in more than limit/searchWalk of the events (0.2%
+// for a page of 20) fills its page within the walk; a rarer one has few
+// enough hits for the indexes to find them all: at 10M events, at most
+// about 20,000 for a page of 20. Both steps then read on the order of ten
+// thousand rows at worst, whatever the size of the log (docs/search.md).
+const searchWalk = 10000
+
+// search answers in two steps, because no single plan serves both common
+// and rare terms. PostgreSQL's planner cannot estimate an OR of a word
+// match and an ILIKE; with ORDER BY created_at LIMIT it would rather walk
+// the whole log newest first (events_created_at) than sort the index hits,
+// and takes seconds on a rare term at a million events.
+//
+//  1. The walk: the newest searchWalk events (after the cursor, within the
+//     time filters), read through events_created_at and filtered. A term
+//     common enough fills the page here.
+//  2. Otherwise, the index step: every hit from the word and trigram
+//     indexes, ordered in memory (the sort key is created_at + 0, which no
+//     index provides, so the planner cannot choose the walk again). A term
+//     that did not fill its page in step 1 is rare enough for this to be
+//     cheap.
+//
+// Both return exact answers; step 1's is used only when its page is full
+// (a page of the newest hits among the newest events is the newest hits
+// overall).
 func (s *Store) search(ctx context.Context, f SearchFilter) ([]SearchHit, error) {
-	var where []string
-	var args []any
-	arg := func(v any) string {
-		args = append(args, v)
-		return fmt.Sprintf("$%d", len(args))
+	hits, err := s.searchStep(ctx, f, true)
+	if err != nil || len(hits) >= f.Limit {
+		return hits, err
 	}
-	parts := func(terms ...search.Term) []searchPart {
-		var out []searchPart
-		for _, t := range terms {
-			if len(t.Words) > 0 {
-				out = append(out, searchPart{arg: arg(s.d.searchWordArg(t.Words))})
-			}
-			if t.Substring() {
-				out = append(out, searchPart{substring: true, arg: arg(s.d.searchSubstringArg(t.Text))})
-			}
-		}
-		return out
-	}
-	// Every group needs a match in the indexed text, so an event without
-	// text ('' for types not indexed, NULL until backfilled) is never a
-	// hit; no condition of its own says so.
-	for _, group := range f.Query.All {
-		where = append(where, s.d.searchAnyOf(parts(group...)))
-	}
-	if len(f.Query.None) > 0 {
-		where = append(where, "NOT "+s.d.searchAnyOf(parts(f.Query.None...)))
-	}
-	if f.Session != "" {
-		where = append(where, "e.session_id = "+arg(f.Session))
-	}
-	if f.Sender != "" {
-		// The subject of a session.message is its sender (sessions.go).
-		where = append(where, "e.subject = "+arg(f.Sender))
-	}
-	if f.Participant != "" {
-		where = append(where, "EXISTS (SELECT 1 FROM participants p WHERE p.session_id = e.session_id AND p.handle = "+arg(f.Participant)+")")
-	}
-	if f.Type != "" {
-		where = append(where, "e.type = "+arg(f.Type))
-	}
-	if f.Since > 0 {
-		where = append(where, "e.created_at >= "+arg(f.Since))
-	}
-	if f.Until > 0 {
-		where = append(where, "e.created_at < "+arg(f.Until))
-	}
-	if c := f.After; c != nil {
-		// Row-value comparison, which both dialects have: strictly after
-		// the cursor's hit in (created_at, session_id, sequence) DESC order.
-		where = append(where, fmt.Sprintf("(e.created_at, e.session_id, e.sequence) < (%s, %s, %s)", arg(c.CreatedAt), arg(c.SessionID), arg(c.Sequence)))
-	}
-	// Two steps: the inner SELECT orders the matches by their keys alone
-	// and keeps a page; only that page's rows are read whole. (On SQLite,
-	// sorting whole rows, bodies included, cost twice as much for a common
-	// word.)
-	const order = " ORDER BY %[1]s.created_at DESC, %[1]s.session_id DESC, %[1]s.sequence DESC"
-	q := `SELECT h.session_id, h.sequence, h.event_id, h.type, h.subject, h.audience, h.created_at, h.body, h.search_text FROM events h
-		WHERE (h.session_id, h.sequence) IN (SELECT e.session_id, e.sequence FROM events e
-			WHERE ` + strings.Join(where, "\n\t\t\tAND ") + fmt.Sprintf(order, "e") + ` LIMIT ` + arg(f.Limit) + `)` +
-		fmt.Sprintf(order, "h")
+	return s.searchStep(ctx, f, false)
+}
+
+// searchStep runs step 1 of search (walk) or step 2.
+func (s *Store) searchStep(ctx context.Context, f SearchFilter, walk bool) ([]SearchHit, error) {
+	q, args := s.searchSQL(f, walk)
 	rows, err := s.read.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("store: search: %w", err)
@@ -173,6 +150,108 @@ func (s *Store) search(ctx context.Context, f SearchFilter) ([]SearchHit, error)
 		return nil, fmt.Errorf("store: search: %w", err)
 	}
 	return out, nil
+}
+
+// searchSQL is the SELECT of one step of search, and its arguments.
+func (s *Store) searchSQL(f SearchFilter, walk bool) (string, []any) {
+	var match, filters, bounds []string
+	var args []any
+	arg := func(v any) string {
+		args = append(args, v)
+		return fmt.Sprintf("$%d", len(args))
+	}
+	parts := func(terms ...search.Term) []searchPart {
+		var out []searchPart
+		for _, t := range terms {
+			if len(t.Words) > 0 {
+				out = append(out, searchPart{arg: arg(s.d.searchWordArg(t.Words))})
+			}
+			if t.Substring() {
+				out = append(out, searchPart{substring: true, arg: arg(s.d.searchSubstringArg(t.Text))})
+			}
+		}
+		return out
+	}
+	// Every group needs a match in the indexed text, so an event without
+	// text ('' for types not indexed, NULL until backfilled) is never a
+	// hit; no condition of its own says so.
+	for _, group := range f.Query.All {
+		match = append(match, s.d.searchAnyOf(parts(group...)))
+	}
+	if len(f.Query.None) > 0 {
+		match = append(match, "NOT "+s.d.searchAnyOf(parts(f.Query.None...)))
+	}
+	if f.Session != "" {
+		filters = append(filters, "e.session_id = "+arg(f.Session))
+	}
+	if f.Sender != "" {
+		// The subject of a session.message is its sender (sessions.go).
+		filters = append(filters, "e.subject = "+arg(f.Sender))
+	}
+	if f.Participant != "" {
+		filters = append(filters, "EXISTS (SELECT 1 FROM participants p WHERE p.session_id = e.session_id AND p.handle = "+arg(f.Participant)+")")
+	}
+	if f.Type != "" {
+		filters = append(filters, "e.type = "+arg(f.Type))
+	}
+	// The bounds are on the sort key: the walk reads events_created_at
+	// within them.
+	if f.Since > 0 {
+		bounds = append(bounds, "created_at >= "+arg(f.Since))
+	}
+	if f.Until > 0 {
+		bounds = append(bounds, "created_at < "+arg(f.Until))
+	}
+	if c := f.After; c != nil {
+		// Row-value comparison, which both dialects have: strictly after
+		// the cursor's hit in (created_at, session_id, sequence) DESC
+		// order. The created_at bound alone is what an index range scan
+		// can use.
+		at := arg(c.CreatedAt)
+		bounds = append(bounds, "created_at <= "+at, fmt.Sprintf("(created_at, session_id, sequence) < (%s, %s, %s)", at, arg(c.SessionID), arg(c.Sequence)))
+	}
+	const order = " ORDER BY %[1]screated_at%[2]s DESC, %[1]ssession_id DESC, %[1]ssequence DESC"
+	var from, where []string
+	if walk {
+		from = []string{"(SELECT " + s.d.searchWalkColumns() + " FROM events" + andWhere(bounds, "") +
+			fmt.Sprintf(order, "", "") + " LIMIT " + arg(searchWalk) + ") e"}
+		where = append(match, filters...)
+	} else {
+		from = []string{"events e"}
+		where = append(append(match, filters...), prefixed(bounds, "e.")...)
+	}
+	// Two steps: the inner SELECT orders the matches by their keys alone
+	// and keeps a page; only that page's rows are read whole. (On SQLite,
+	// sorting whole rows, bodies included, cost twice as much for a common
+	// word.) In step 2 the inner sort key is created_at + 0: see search.
+	plus := ""
+	if !walk {
+		plus = " + 0"
+	}
+	q := `SELECT h.session_id, h.sequence, h.event_id, h.type, h.subject, h.audience, h.created_at, h.body, h.search_text FROM events h
+		WHERE (h.session_id, h.sequence) IN (SELECT e.session_id, e.sequence FROM ` + strings.Join(from, ", ") +
+		andWhere(where, "\n\t\t\t") + fmt.Sprintf(order, "e.", plus) + ` LIMIT ` + arg(f.Limit) + `)` +
+		fmt.Sprintf(order, "h.", "")
+	return q, args
+}
+
+// andWhere is " WHERE c1 AND c2 ...", or "" without conditions.
+func andWhere(conds []string, sep string) string {
+	if len(conds) == 0 {
+		return ""
+	}
+	return sep + " WHERE " + strings.Join(conds, sep+" AND ")
+}
+
+// prefixed qualifies the column names of bounds (created_at, session_id,
+// sequence) with p.
+func prefixed(bounds []string, p string) []string {
+	r := strings.NewReplacer("created_at", p+"created_at", "session_id", p+"session_id", "sequence", p+"sequence")
+	out := make([]string, len(bounds))
+	for i, b := range bounds {
+		out[i] = r.Replace(b)
+	}
+	return out
 }
 
 // backfillBatch is how many events one backfill transaction indexes.
