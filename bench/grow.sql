@@ -94,7 +94,7 @@ FROM (
                 'evt_' || lpad(g::text, 26, '0') AS eid,
                 1795000000000 - g * 40 AS ts,
                 '@grow.a' || (((g / 10000 * 100 + g % 100) * 3) % 1000) AS m0
-            FROM generate_series(:from, :to - 1) g
+            FROM generate_series(:from::bigint, :to::bigint - 1) g
         ) k0
     ) k1
 ) k2

@@ -91,69 +91,95 @@ func (s *Store) searchDone(ctx context.Context) error {
 	return ctx.Err()
 }
 
-// searchWalk is how many of the newest events (after the cursor, within
-// since/until) the first step of a search reads before it falls back to
-// the indexes. A term in more than limit/searchWalk of the events (0.2%
-// for a page of 20) fills its page within the walk; a rarer one has few
-// enough hits for the indexes to find them all: at 10M events, at most
-// about 20,000 for a page of 20. Both steps then read on the order of ten
-// thousand rows at worst, whatever the size of the log (docs/search.md).
-const searchWalk = 10000
+// How far each step of a search goes (see search).
+const (
+	// searchWalkShort is how many of the newest events the first walk
+	// reads: a term in more than limit/searchWalkShort of the events (2%
+	// for a page of 20) fills its page there.
+	searchWalkShort = 1000
+	// searchIndexCap is how many index hits the index step reads before
+	// it gives up on sorting them all: a term with fewer hits (the rare
+	// terms, whatever the size of the log) is answered there, exactly.
+	searchIndexCap = 5000
+	// searchWalkLong is how many of the newest events the second walk
+	// reads, for a term with more than searchIndexCap hits: one in
+	// 10,000 events or more at 10M (docs/search.md "Performance").
+	searchWalkLong = 100000
+)
 
-// search answers in two steps, because no single plan serves both common
-// and rare terms. PostgreSQL's planner cannot estimate an OR of a word
-// match and an ILIKE; with ORDER BY created_at LIMIT it would rather walk
-// the whole log newest first (events_created_at) than sort the index hits,
-// and takes seconds on a rare term at a million events.
-//
-//  1. The walk: the newest searchWalk events (after the cursor, within the
-//     time filters), read through events_created_at and filtered. A term
-//     common enough fills the page here.
-//  2. Otherwise, the index step: every hit from the word and trigram
-//     indexes, ordered in memory (the sort key is created_at + 0, which no
-//     index provides, so the planner cannot choose the walk again). A term
-//     that did not fill its page in step 1 is rare enough for this to be
-//     cheap.
-//
-// Both return exact answers; step 1's is used only when its page is full
-// (a page of the newest hits among the newest events is the newest hits
-// overall).
-func (s *Store) search(ctx context.Context, f SearchFilter) ([]SearchHit, error) {
-	hits, err := s.searchStep(ctx, f, true)
-	if err != nil || len(hits) >= f.Limit {
-		return hits, err
-	}
-	return s.searchStep(ctx, f, false)
+// searchStep is one step of search: a walk of the newest walk events, or
+// (walk 0) the index hits, at most limit of them (0: all).
+type searchStep struct {
+	walk, limit int
 }
 
-// searchStep runs step 1 of search (walk) or step 2.
-func (s *Store) searchStep(ctx context.Context, f SearchFilter, walk bool) ([]SearchHit, error) {
-	q, args := s.searchSQL(f, walk)
+// search answers in steps, because no single plan serves both common and
+// rare terms, and PostgreSQL's planner cannot tell them apart: it cannot
+// estimate an OR of a word match and an ILIKE. Given ORDER BY created_at
+// LIMIT, it would walk the whole log newest first (events_created_at)
+// rather than sort the index hits, and takes seconds on a rare term at a
+// million events (issue 21). Each step is bounded, and each answers
+// exactly or says that it could not:
+//
+//  1. A walk of the newest searchWalkShort events (after the cursor, within
+//     the time filters), read through events_created_at and filtered. A
+//     common term fills its page here.
+//  2. The index step: the word and trigram indexes' hits, at most
+//     searchIndexCap of them, ordered in memory (by created_at + 0, which
+//     no index provides, so that the planner cannot choose the walk). A
+//     term with fewer hits is answered here, whatever the log's size.
+//  3. A walk of the newest searchWalkLong events, for the terms between.
+//  4. The index step with every hit: only for a term with more than
+//     searchIndexCap hits none of which is among the newest
+//     searchWalkLong events.
+//
+// A walk's page is the answer only when it is full: the newest hits among
+// the newest events are then the newest hits overall.
+func (s *Store) search(ctx context.Context, f SearchFilter) ([]SearchHit, error) {
+	for _, st := range []searchStep{{walk: searchWalkShort}, {limit: searchIndexCap}, {walk: searchWalkLong}, {}} {
+		hits, candidates, err := s.searchStep(ctx, f, st)
+		if err != nil {
+			return nil, err
+		}
+		switch {
+		case st.walk > 0 && len(hits) >= f.Limit,
+			st.walk == 0 && (st.limit == 0 || candidates <= st.limit):
+			return hits, nil
+		}
+	}
+	panic("unreachable: the last step always answers")
+}
+
+// searchStep runs one step of search: its hits and, for an index step
+// with a limit, how many candidates it found (at most limit + 1).
+func (s *Store) searchStep(ctx context.Context, f SearchFilter, st searchStep) ([]SearchHit, int, error) {
+	q, args := s.searchSQL(f, st)
 	rows, err := s.read.QueryContext(ctx, q, args...)
 	if err != nil {
-		return nil, fmt.Errorf("store: search: %w", err)
+		return nil, 0, fmt.Errorf("store: search: %w", err)
 	}
 	defer rows.Close()
 	var out []SearchHit
+	candidates := 0
 	for rows.Next() {
 		var h SearchHit
 		var audience, body string
 		e := &h.Event
-		if err := rows.Scan(&e.SessionID, &e.Sequence, &e.EventID, &e.Type, &e.Subject, &audience, &e.CreatedAt, &body, &h.Text); err != nil {
-			return nil, fmt.Errorf("store: search: %w", err)
+		if err := rows.Scan(&e.SessionID, &e.Sequence, &e.EventID, &e.Type, &e.Subject, &audience, &e.CreatedAt, &body, &h.Text, &candidates); err != nil {
+			return nil, 0, fmt.Errorf("store: search: %w", err)
 		}
 		e.Audience = decodeAudience(audience)
 		e.Body = []byte(body)
 		out = append(out, h)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("store: search: %w", err)
+		return nil, 0, fmt.Errorf("store: search: %w", err)
 	}
-	return out, nil
+	return out, candidates, nil
 }
 
 // searchSQL is the SELECT of one step of search, and its arguments.
-func (s *Store) searchSQL(f SearchFilter, walk bool) (string, []any) {
+func (s *Store) searchSQL(f SearchFilter, st searchStep) (string, []any) {
 	var match, filters, bounds []string
 	var args []any
 	arg := func(v any) string {
@@ -211,27 +237,34 @@ func (s *Store) searchSQL(f SearchFilter, walk bool) (string, []any) {
 		bounds = append(bounds, "created_at <= "+at, fmt.Sprintf("(created_at, session_id, sequence) < (%s, %s, %s)", at, arg(c.SessionID), arg(c.Sequence)))
 	}
 	const order = " ORDER BY %[1]screated_at%[2]s DESC, %[1]ssession_id DESC, %[1]ssequence DESC"
-	var from, where []string
-	if walk {
-		from = []string{"(SELECT " + s.d.searchWalkColumns() + " FROM events" + andWhere(bounds, "") +
-			fmt.Sprintf(order, "", "") + " LIMIT " + arg(searchWalk) + ") e"}
-		where = append(match, filters...)
-	} else {
-		from = []string{"events e"}
-		where = append(append(match, filters...), prefixed(bounds, "e.")...)
+	cols := "h.session_id, h.sequence, h.event_id, h.type, h.subject, h.audience, h.created_at, h.body, h.search_text"
+	// The inner SELECT orders the matches by their keys alone and keeps a
+	// page; only that page's rows are read whole. (On SQLite, sorting whole
+	// rows, bodies included, cost twice as much for a common word.)
+	page := func(from string, where []string, plus string) string {
+		return `SELECT e.session_id, e.sequence FROM ` + from + andWhere(where, "\n\t\t\t") + fmt.Sprintf(order, "e.", plus) + ` LIMIT ` + arg(f.Limit)
 	}
-	// Two steps: the inner SELECT orders the matches by their keys alone
-	// and keeps a page; only that page's rows are read whole. (On SQLite,
-	// sorting whole rows, bodies included, cost twice as much for a common
-	// word.) In step 2 the inner sort key is created_at + 0: see search.
-	plus := ""
-	if !walk {
-		plus = " + 0"
+	conds := append(append([]string{}, match...), filters...)
+	indexed := append(append([]string{}, conds...), prefixed(bounds, "e.")...)
+	var q string
+	switch {
+	case st.walk > 0:
+		walk := "(SELECT " + s.d.searchWalkColumns() + " FROM events" + andWhere(bounds, "") +
+			fmt.Sprintf(order, "", "") + " LIMIT " + arg(st.walk) + ") e"
+		q = `SELECT ` + cols + `, 0 FROM events h WHERE (h.session_id, h.sequence) IN (` + page(walk, conds, "") + `)`
+	case st.limit > 0:
+		// The candidates, at most limit + 1 (one more tells that there
+		// are more), in no order: the scan stops at limit + 1.
+		// MATERIALIZED: the candidates are computed on their own, so that the
+		// planner cannot push the ORDER BY into them (both dialects have it).
+		q = `WITH c AS MATERIALIZED (SELECT e.session_id, e.sequence, e.created_at FROM events e` +
+			andWhere(indexed, "\n\t\t\t") + ` LIMIT ` + arg(st.limit+1) + `)
+		SELECT ` + cols + `, (SELECT count(*) FROM c) FROM events h WHERE (h.session_id, h.sequence) IN (` + page("c e", nil, "") + `)`
+	default:
+		q = `SELECT ` + cols + `, 0 FROM events h WHERE (h.session_id, h.sequence) IN (` +
+			page("events e", indexed, " + 0") + `)`
 	}
-	q := `SELECT h.session_id, h.sequence, h.event_id, h.type, h.subject, h.audience, h.created_at, h.body, h.search_text FROM events h
-		WHERE (h.session_id, h.sequence) IN (SELECT e.session_id, e.sequence FROM ` + strings.Join(from, ", ") +
-		andWhere(where, "\n\t\t\t") + fmt.Sprintf(order, "e.", plus) + ` LIMIT ` + arg(f.Limit) + `)` +
-		fmt.Sprintf(order, "h.", "")
+	q += fmt.Sprintf(order, "h.", "")
 	return q, args
 }
 
