@@ -101,10 +101,9 @@ const (
 	// it gives up on sorting them all: a term with fewer hits (the rare
 	// terms, whatever the size of the log) is answered there, exactly.
 	searchIndexCap = 5000
-	// searchWalkLong is how many of the newest events the second walk
-	// reads, for a term with more than searchIndexCap hits: one in
-	// 10,000 events or more at 10M (docs/search.md "Performance").
-	searchWalkLong = 100000
+	// searchWalkLong is the most events a second walk reads. A walk reads
+	// about 10 µs per event on the 2-core test machine under load.
+	searchWalkLong = 20000
 )
 
 // searchStep is one step of search: a walk of the newest walk events, or
@@ -113,30 +112,35 @@ type searchStep struct {
 	walk, limit int
 }
 
-// search answers in steps, because no single plan serves both common and
-// rare terms, and PostgreSQL's planner cannot tell them apart: it cannot
-// estimate an OR of a word match and an ILIKE. Given ORDER BY created_at
-// LIMIT, it would walk the whole log newest first (events_created_at)
-// rather than sort the index hits, and takes seconds on a rare term at a
-// million events (issue 21). Each step is bounded, and each answers
-// exactly or says that it could not:
+// search answers in bounded steps, because no single plan serves both
+// common and rare terms, and PostgreSQL's planner cannot tell them apart:
+// it cannot estimate an OR of a word match and an ILIKE. Given ORDER BY
+// created_at LIMIT, it would walk the whole log newest first
+// (events_created_at) rather than sort the index hits, and takes seconds
+// on a rare term at a million events (issue 21). Each step answers exactly
+// or says that it could not:
 //
 //  1. A walk of the newest searchWalkShort events (after the cursor, within
 //     the time filters), read through events_created_at and filtered. A
 //     common term fills its page here.
-//  2. The index step: the word and trigram indexes' hits, at most
+//  2. If the walk found some hits, a longer walk, twice as long as those
+//     hits say the page needs, when that is at most searchWalkLong.
+//  3. The index step: the word and trigram indexes' hits, at most
 //     searchIndexCap of them, ordered in memory (by created_at + 0, which
 //     no index provides, so that the planner cannot choose the walk). A
 //     term with fewer hits is answered here, whatever the log's size.
-//  3. A walk of the newest searchWalkLong events, for the terms between.
-//  4. The index step with every hit: only for a term with more than
+//  4. A walk of searchWalkLong events, for a term with more hits than
+//     that but none among the newest events.
+//  5. The index step with every hit: only for a term with more than
 //     searchIndexCap hits none of which is among the newest
 //     searchWalkLong events.
 //
 // A walk's page is the answer only when it is full: the newest hits among
 // the newest events are then the newest hits overall.
 func (s *Store) search(ctx context.Context, f SearchFilter) ([]SearchHit, error) {
-	for _, st := range []searchStep{{walk: searchWalkShort}, {limit: searchIndexCap}, {walk: searchWalkLong}, {}} {
+	steps := []searchStep{{walk: searchWalkShort}}
+	for i := 0; i < len(steps); i++ {
+		st := steps[i]
 		hits, candidates, err := s.searchStep(ctx, f, st)
 		if err != nil {
 			return nil, err
@@ -145,6 +149,10 @@ func (s *Store) search(ctx context.Context, f SearchFilter) ([]SearchHit, error)
 		case st.walk > 0 && len(hits) >= f.Limit,
 			st.walk == 0 && (st.limit == 0 || candidates <= st.limit):
 			return hits, nil
+		case i == 0 && len(hits) > 0 && 2*searchWalkShort*f.Limit/len(hits) <= searchWalkLong:
+			steps = append(steps, searchStep{walk: 2 * searchWalkShort * f.Limit / len(hits)}, searchStep{limit: searchIndexCap}, searchStep{})
+		case i == 0:
+			steps = append(steps, searchStep{limit: searchIndexCap}, searchStep{walk: searchWalkLong}, searchStep{})
 		}
 	}
 	panic("unreachable: the last step always answers")
@@ -154,7 +162,22 @@ func (s *Store) search(ctx context.Context, f SearchFilter) ([]SearchHit, error)
 // with a limit, how many candidates it found (at most limit + 1).
 func (s *Store) searchStep(ctx context.Context, f SearchFilter, st searchStep) ([]SearchHit, int, error) {
 	q, args := s.searchSQL(f, st)
-	rows, err := s.read.QueryContext(ctx, q, args...)
+	var rows *sql.Rows
+	var err error
+	if set := s.d.searchIndexSettings(); st.walk == 0 && set != "" {
+		// A read-only transaction, for the settings' sake alone.
+		tx, err := s.read.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+		if err != nil {
+			return nil, 0, fmt.Errorf("store: search: %w", err)
+		}
+		defer tx.Rollback() //nolint:errcheck // read-only: nothing to undo
+		if _, err := tx.ExecContext(ctx, set); err != nil {
+			return nil, 0, fmt.Errorf("store: search: %w", err)
+		}
+		rows, err = tx.QueryContext(ctx, q, args...)
+	} else {
+		rows, err = s.read.QueryContext(ctx, q, args...)
+	}
 	if err != nil {
 		return nil, 0, fmt.Errorf("store: search: %w", err)
 	}
