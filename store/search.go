@@ -164,7 +164,7 @@ func (s *Store) searchStep(ctx context.Context, f SearchFilter, st searchStep) (
 	q, args := s.searchSQL(f, st)
 	var rows *sql.Rows
 	var err error
-	if set := s.d.searchIndexSettings(); st.walk == 0 && set != "" {
+	if set := s.d.searchSettings(st.walk == 0); set != "" {
 		// A read-only transaction, for the settings' sake alone.
 		tx, err := s.read.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 		if err != nil {

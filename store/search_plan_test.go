@@ -141,7 +141,7 @@ func explain(t *testing.T, s *Store, q string, args []any, index bool) string {
 		t.Fatal(err)
 	}
 	defer tx.Rollback() //nolint:errcheck // read-only
-	if set := s.d.searchIndexSettings(); index && set != "" {
+	if set := s.d.searchSettings(index); set != "" {
 		if _, err := tx.ExecContext(ctx, set); err != nil {
 			t.Fatal(err)
 		}
