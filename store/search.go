@@ -103,7 +103,7 @@ const (
 	searchIndexCap = 5000
 	// searchWalkLong is the most events a second walk reads. A walk reads
 	// about 10 µs per event on the 2-core test machine under load.
-	searchWalkLong = 20000
+	searchWalkLong = 50000
 )
 
 // searchStep is one step of search: a walk of the newest walk events, or
