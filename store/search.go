@@ -12,12 +12,14 @@ import (
 )
 
 // Transcript search (docs/search.md). The query arrives parsed
-// (search.Query); this file turns it into one SELECT, the same shape on
-// both stores, with each group's predicate from the dialect
-// (searchAnyOf): a term matches an event when the word index finds its
-// words as a phrase, or (for a term of search.MinSubstringChars characters
-// or more) the trigram index finds it as a substring. Hits are newest first, keyed by (created_at,
-// session_id, sequence) for the cursor.
+// (search.Query); this file turns it into SQL, the same shape on both
+// stores, with each group's predicate from the dialect (searchAnyOf): a
+// term matches an event when the word index finds its words as a phrase,
+// or (for a term of search.MinSubstringChars characters or more) the
+// trigram index finds it as a substring. Hits are newest first, keyed by
+// (created_at, session_id, sequence) for the cursor. A search runs in
+// bounded steps (search), so that its cost follows its hits, not the
+// size of the log.
 
 // SearchCursor is the position after which a page of hits starts: the last
 // hit of the previous page.
