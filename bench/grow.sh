@@ -12,6 +12,8 @@
 #   bench/grow.sh measure aspd_grow    # measure an existing database
 #   bench/grow.sh fill aspd_grow 0 1000000      # create (if need be) and grow it
 #   bench/grow.sh disk aspd_grow
+#   bench/grow.sh fill-sqlite aspd_grow /tmp/grow-sqlite   # an embedded store with its events
+#   SEARCH_ONLY=1 bench/grow.sh measure /tmp/grow-sqlite  # reads and search only
 #   SIZES="1000000" bench/grow.sh      # only 1M
 #
 # Bounded: the fill is one INSERT ... SELECT (about 4 minutes per million
@@ -32,10 +34,12 @@ ASPD_BIN=${ASPD_BIN:-$OUT/aspd}
 go build -o "$OUT/aspbench" ./cmd/aspbench
 
 PID=
-start_aspd() { # $1: database
+start_aspd() { # $1: database, or the directory of an embedded (SQLite) store
 	stop_aspd
-	ASPD_ADMIN_TOKEN=$ASPBENCH_ADMIN_TOKEN "$ASPD_BIN" --database-url "$PG/$1?sslmode=disable" \
-		--listen "$ADDR" --data-dir "$OUT/data-$1" >"$OUT/aspd-$1.log" 2>&1 &
+	local store=(--database-url "$PG/$1?sslmode=disable" --data-dir "$OUT/data-$1")
+	[[ $1 == */* ]] && store=(--data-dir "$1")
+	ASPD_ADMIN_TOKEN=$ASPBENCH_ADMIN_TOKEN "$ASPD_BIN" "${store[@]}" \
+		--listen "$ADDR" >"$OUT/aspd-${1//\//_}.log" 2>&1 &
 	PID=$!
 	for _ in $(seq 100); do curl -fs "http://$ADDR/readyz" >/dev/null && return; sleep 0.1; done
 	echo "aspd did not start" >&2; exit 1
@@ -57,6 +61,31 @@ fill() {
 	local t0=$SECONDS
 	psql "$PG/$1" -1 -q -v from="$2" -v to="$3" -f bench/grow.sql
 	echo "filled $1 with events $2..$3 in $((SECONDS - t0)) s"
+}
+
+# fill_sqlite DB DIR: an embedded store in DIR with DB's grown sessions,
+# participants and events (its FTS5 indexes filled by the migration's
+# triggers, as aspd's own INSERTs fill them).
+fill_sqlite() {
+	rm -rf "$2"; mkdir -p "$2"
+	start_aspd "$2"; stop_aspd
+	local t0=$SECONDS
+	psql "$PG/$1" -q -c "\\copy (SELECT id, topic, state, created_by, created_at FROM sessions WHERE id LIKE 'sess\\_0%') TO '$OUT/se.csv' CSV" \
+		-c "\\copy (SELECT session_id, handle, status, visible_through, last_change_seq, invited_at, joined_at FROM participants WHERE session_id LIKE 'sess\\_0%') TO '$OUT/pa.csv' CSV" \
+		-c "\\copy (SELECT session_id, sequence, event_id, type, subject, audience, created_at, body, search_text FROM events WHERE session_id LIKE 'sess\\_0%' ORDER BY created_at) TO '$OUT/ev.csv' CSV"
+	sqlite3 "$2/aspd.db" "CREATE TEMP TABLE se(id, topic, state, created_by, created_at);
+		CREATE TEMP TABLE pa(session_id, handle, status, visible_through, last_change_seq, invited_at, joined_at);
+		CREATE TEMP TABLE ev(session_id, sequence, event_id, type, subject, audience, created_at, body, search_text);" \
+		".mode csv" ".import $OUT/se.csv se" ".import $OUT/pa.csv pa" ".import $OUT/ev.csv ev" \
+		"BEGIN;
+		INSERT INTO sessions (id, topic, state, created_by, created_at) SELECT id, topic, state, created_by, CAST(created_at AS INTEGER) FROM se;
+		INSERT INTO participants (session_id, handle, status, visible_through, last_change_seq, invited_at, joined_at)
+			SELECT session_id, handle, status, CAST(visible_through AS INTEGER), CAST(last_change_seq AS INTEGER),
+				CAST(NULLIF(invited_at, '') AS INTEGER), CAST(joined_at AS INTEGER) FROM pa;
+		INSERT INTO events SELECT session_id, CAST(sequence AS INTEGER), event_id, type, subject, audience, CAST(created_at AS INTEGER), body, search_text FROM ev;
+		COMMIT; ANALYZE;"
+	rm -f "$OUT/se.csv" "$OUT/pa.csv" "$OUT/ev.csv"
+	echo "filled $2 from $1 in $((SECONDS - t0)) s: $(du -sb "$2/aspd.db" | cut -f1) bytes"
 }
 
 disk() {
@@ -95,7 +124,7 @@ SHAPES=(
 measure() {
 	local db=$1
 	start_aspd "$db"
-	echo "=== $db: $(psql "$PG/$db" -Atc 'SELECT count(*) FROM events') events"
+	echo "=== $db"
 	[ -n "${SEARCH_ONLY:-}" ] || measure_sends
 	measure_reads "$db"
 	stop_aspd
@@ -113,7 +142,11 @@ measure_reads() {
 	local base="http://$ADDR/admin/v1"
 	# The oldest grown session (when there is one), else any.
 	local sid
-	sid=$(psql "$PG/$db" -Atc "SELECT id FROM sessions ORDER BY created_at LIMIT 1")
+	if [[ $db == */* ]]; then
+		sid=$(sqlite3 "$db/aspd.db" "SELECT id FROM sessions ORDER BY created_at LIMIT 1")
+	else
+		sid=$(psql "$PG/$db" -Atc "SELECT id FROM sessions ORDER BY created_at LIMIT 1")
+	fi
 	echo "events page (oldest session, 100 events): $(best "$base/sessions/$sid/events?limit=100") ms"
 	echo "session list (newest 50): $(best "$base/sessions?limit=50") ms"
 	echo "session list (participant @grow.a7): $(best "$base/sessions?limit=50&participant=@grow.a7") ms"
@@ -131,6 +164,7 @@ measure_reads() {
 
 case ${1:-all} in
 fill) fill "$2" "$3" "$4" ;;
+fill-sqlite) fill_sqlite "$2" "$3" ;;
 measure) measure "$2" ;;
 disk) disk "$2" ;;
 create) create "$2" ;;
@@ -144,5 +178,5 @@ all)
 		measure aspd_grow
 		disk aspd_grow
 	done ;;
-*) echo "usage: $0 [all | fill DB FROM TO | measure DB | disk DB | create DB]" >&2; exit 2 ;;
+*) echo "usage: $0 [all | fill DB FROM TO | fill-sqlite DB DIR | measure DB|DIR | disk DB | create DB]" >&2; exit 2 ;;
 esac
