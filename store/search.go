@@ -108,6 +108,11 @@ const (
 	searchWalkLong = 50000
 )
 
+// searchIndexBudget is the time the capped index step may take on
+// PostgreSQL (dialect.searchSettings). A variable for the test that
+// spends it.
+var searchIndexBudget = 100 * time.Millisecond
+
 // searchStep is one step of search: a walk of the newest walk events, or
 // (walk 0) the index hits, at most limit of them (0: all).
 type searchStep struct {
@@ -130,9 +135,11 @@ type searchStep struct {
 //  3. The index step: the word and trigram indexes' hits, at most
 //     searchIndexCap of them, ordered in memory (by created_at + 0, which
 //     no index provides, so that the planner cannot choose the walk). A
-//     term with fewer hits is answered here, whatever the log's size.
+//     term with fewer hits is answered here, whatever the log's size. On
+//     PostgreSQL it also has a time budget, searchIndexBudget: a common
+//     term's posting lists are read whole before the cap can stop the scan.
 //  4. A walk of searchWalkLong events, for a term with more hits than
-//     that but none among the newest events.
+//     that (or than the budget allowed) but few among the newest events.
 //  5. The index step with every hit: only for a term with more than
 //     searchIndexCap hits none of which is among the newest
 //     searchWalkLong events.
@@ -144,15 +151,16 @@ func (s *Store) search(ctx context.Context, f SearchFilter) ([]SearchHit, error)
 	for i := 0; i < len(steps); i++ {
 		st := steps[i]
 		hits, candidates, err := s.searchStep(ctx, f, st)
-		if err != nil {
-			return nil, err
-		}
 		switch {
+		case err != nil && st.limit > 0 && ctx.Err() == nil && s.d.searchBudgetSpent(err):
+			continue // as if over the cap: the next steps answer
+		case err != nil:
+			return nil, err
 		case st.walk > 0 && len(hits) >= f.Limit,
 			st.walk == 0 && (st.limit == 0 || candidates <= st.limit):
 			return hits, nil
-		case i == 0 && len(hits) > 0 && 2*searchWalkShort*f.Limit/len(hits) <= searchWalkLong:
-			steps = append(steps, searchStep{walk: 2 * searchWalkShort * f.Limit / len(hits)}, searchStep{limit: searchIndexCap}, searchStep{})
+		case i == 0 && len(hits) > 0 && 2*searchWalkShort*f.Limit/len(hits) < searchWalkLong:
+			steps = append(steps, searchStep{walk: 2 * searchWalkShort * f.Limit / len(hits)}, searchStep{limit: searchIndexCap}, searchStep{walk: searchWalkLong}, searchStep{})
 		case i == 0:
 			steps = append(steps, searchStep{limit: searchIndexCap}, searchStep{walk: searchWalkLong}, searchStep{})
 		}
@@ -166,14 +174,14 @@ func (s *Store) searchStep(ctx context.Context, f SearchFilter, st searchStep) (
 	q, args := s.searchSQL(f, st)
 	var rows *sql.Rows
 	var err error
-	if set := s.d.searchSettings(st.walk == 0); set != "" {
+	if set := s.d.searchSettings(st); set != "" {
 		// A read-only transaction, for the settings' sake alone.
-		tx, err := s.read.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
-		if err != nil {
+		var tx *sql.Tx
+		if tx, err = s.read.BeginTx(ctx, &sql.TxOptions{ReadOnly: true}); err != nil {
 			return nil, 0, fmt.Errorf("store: search: %w", err)
 		}
 		defer tx.Rollback() //nolint:errcheck // read-only: nothing to undo
-		if _, err := tx.ExecContext(ctx, set); err != nil {
+		if _, err = tx.ExecContext(ctx, set); err != nil {
 			return nil, 0, fmt.Errorf("store: search: %w", err)
 		}
 		rows, err = tx.QueryContext(ctx, q, args...)

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aspd/aspd/internal/dbtest"
 	"github.com/aspd/aspd/internal/search"
@@ -102,7 +103,7 @@ func TestSearchPlansOnGrownStore(t *testing.T) {
 			filter(&f)
 			for _, st := range []searchStep{{walk: searchWalkShort}, {limit: searchIndexCap}, {}} {
 				sqlText, args := s.searchSQL(f, st)
-				plan := explain(t, s, sqlText, args, st.walk == 0)
+				plan := explain(t, s, sqlText, args, st)
 				where := fmt.Sprintf("%s, %s, step %+v", shape, name, st)
 				if strings.Contains(plan, "Seq Scan on events ") {
 					t.Errorf("%s: a sequential scan of events:\n%s", where, plan)
@@ -130,10 +131,32 @@ func TestSearchPlansOnGrownStore(t *testing.T) {
 			}
 		}
 	}
+	// With the index step's time budget spent at once (1 ms), the next
+	// steps still give the exact answer.
+	defer func(b time.Duration) { searchIndexBudget = b }(searchIndexBudget)
+	searchIndexBudget = time.Millisecond
+	for _, shape := range planShapes {
+		q, err := search.Parse(shape)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := SearchFilter{Query: q, Limit: 20}
+		got, err := s.search(ctx, f)
+		if err != nil {
+			t.Fatalf("%s, budget spent: %v", shape, err)
+		}
+		want, _, err := s.searchStep(ctx, f, searchStep{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(hitKeys(got), hitKeys(want)) {
+			t.Errorf("%s, budget spent: search gave %v, sorting every index hit gave %v", shape, hitKeys(got), hitKeys(want))
+		}
+	}
 }
 
-// explain is the plan of q, under the index steps' settings when index.
-func explain(t *testing.T, s *Store, q string, args []any, index bool) string {
+// explain is the plan of q, under the settings of step st.
+func explain(t *testing.T, s *Store, q string, args []any, st searchStep) string {
 	t.Helper()
 	ctx := context.Background()
 	tx, err := s.read.BeginTx(ctx, nil)
@@ -141,7 +164,7 @@ func explain(t *testing.T, s *Store, q string, args []any, index bool) string {
 		t.Fatal(err)
 	}
 	defer tx.Rollback() //nolint:errcheck // read-only
-	if set := s.d.searchSettings(index); set != "" {
+	if set := s.d.searchSettings(st); set != "" {
 		if _, err := tx.ExecContext(ctx, set); err != nil {
 			t.Fatal(err)
 		}
