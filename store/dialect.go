@@ -159,6 +159,19 @@ func (d dialect) searchWalkColumns() string {
 	return "rowid AS rowid, session_id, sequence, created_at, type, subject"
 }
 
+// searchWalkFrom is the events table as the walk reads it: newest first,
+// through events_created_at. SQLite 3.54 (modernc), with the statistics
+// of ANALYZE, rather scanned and sorted the whole table for the walk's
+// ORDER BY created_at DESC, session_id DESC, sequence DESC LIMIT n: 10 s
+// at a million events instead of milliseconds. PostgreSQL walks the index
+// by itself (an incremental sort for the tie-breakers).
+func (d dialect) searchWalkFrom() string {
+	if d.name == "postgres" {
+		return "events"
+	}
+	return "events INDEXED BY events_created_at"
+}
+
 // searchSettings is the statement that sets a search step's settings
 // (search.go) in its transaction, "" for none. On PostgreSQL:
 //

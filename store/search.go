@@ -282,7 +282,7 @@ func (s *Store) searchSQL(f SearchFilter, st searchStep) (string, []any) {
 	var q string
 	switch {
 	case st.walk > 0:
-		walk := "(SELECT " + s.d.searchWalkColumns() + " FROM events" + andWhere(bounds, "") +
+		walk := "(SELECT " + s.d.searchWalkColumns() + " FROM " + s.d.searchWalkFrom() + andWhere(bounds, "") +
 			fmt.Sprintf(order, "", "") + " LIMIT " + arg(st.walk) + ") e"
 		q = `SELECT ` + cols + `, 0 FROM events h WHERE (h.session_id, h.sequence) IN (` + page(walk, conds, "") + `)`
 	case st.limit > 0:

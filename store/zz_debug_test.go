@@ -33,3 +33,31 @@ func TestZZDebugSteps(t *testing.T) {
 		}
 	}
 }
+
+func TestZZDebugPlan(t *testing.T) {
+	url := os.Getenv("ZZ_URL")
+	if url == "" {
+		t.Skip()
+	}
+	s, err := Open(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	q, _ := search.Parse(os.Getenv("ZZ_Q"))
+	f := SearchFilter{Query: q, Limit: 20}
+	sq, args := s.searchSQL(f, searchStep{walk: searchWalkShort})
+	rows, err := s.read.Query("EXPLAIN QUERY PLAN "+sq, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var a, b, c int
+		var d string
+		rows.Scan(&a, &b, &c, &d)
+		t.Log(a, b, d)
+	}
+	var v string
+	s.read.QueryRow("select sqlite_version()").Scan(&v)
+	t.Log(v)
+}
