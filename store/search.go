@@ -130,8 +130,9 @@ type searchStep struct {
 //  1. A walk of the newest searchWalkShort events (after the cursor, within
 //     the time filters), read through events_created_at and filtered. A
 //     common term fills its page here.
-//  2. If the walk found some hits, a longer walk, twice as long as those
-//     hits say the page needs, when that is at most searchWalkLong.
+//  2. If the walk found two hits or more (one says little: a rare term
+//     can have a recent hit), a longer walk, twice as long as those hits
+//     say the page needs, when that is less than searchWalkLong.
 //  3. The index step: the word and trigram indexes' hits, at most
 //     searchIndexCap of them, ordered in memory (by created_at + 0, which
 //     no index provides, so that the planner cannot choose the walk). A
@@ -159,7 +160,7 @@ func (s *Store) search(ctx context.Context, f SearchFilter) ([]SearchHit, error)
 		case st.walk > 0 && len(hits) >= f.Limit,
 			st.walk == 0 && (st.limit == 0 || candidates <= st.limit):
 			return hits, nil
-		case i == 0 && len(hits) > 0 && 2*searchWalkShort*f.Limit/len(hits) < searchWalkLong:
+		case i == 0 && len(hits) >= 2 && 2*searchWalkShort*f.Limit/len(hits) < searchWalkLong:
 			steps = append(steps, searchStep{walk: 2 * searchWalkShort * f.Limit / len(hits)}, searchStep{limit: searchIndexCap}, searchStep{walk: searchWalkLong}, searchStep{})
 		case i == 0:
 			steps = append(steps, searchStep{limit: searchIndexCap}, searchStep{walk: searchWalkLong}, searchStep{})
@@ -234,11 +235,15 @@ func (s *Store) searchSQL(f SearchFilter, st searchStep) (string, []any) {
 	// Every group needs a match in the indexed text, so an event without
 	// text ('' for types not indexed, NULL until backfilled) is never a
 	// hit; no condition of its own says so.
+	minRowid := ""
+	if st.walk > 0 {
+		minRowid = "(SELECT min(rowid) FROM w)" // used on SQLite only
+	}
 	for _, group := range f.Query.All {
-		match = append(match, s.d.searchAnyOf(parts(group...)))
+		match = append(match, s.d.searchAnyOf(parts(group...), minRowid))
 	}
 	if len(f.Query.None) > 0 {
-		match = append(match, "NOT "+s.d.searchAnyOf(parts(f.Query.None...)))
+		match = append(match, "NOT "+s.d.searchAnyOf(parts(f.Query.None...), minRowid))
 	}
 	if f.Session != "" {
 		filters = append(filters, "e.session_id = "+arg(f.Session))
@@ -282,9 +287,11 @@ func (s *Store) searchSQL(f SearchFilter, st searchStep) (string, []any) {
 	var q string
 	switch {
 	case st.walk > 0:
-		walk := "(SELECT " + s.d.searchWalkColumns() + " FROM " + s.d.searchWalkFrom() + andWhere(bounds, "") +
-			fmt.Sprintf(order, "", "") + " LIMIT " + arg(st.walk) + ") e"
-		q = `SELECT ` + cols + `, 0 FROM events h WHERE (h.session_id, h.sequence) IN (` + page(walk, conds, "") + `)`
+		// The walked events, w, computed once (the SQLite match reads
+		// their lowest rowid).
+		q = `WITH w AS MATERIALIZED (SELECT ` + s.d.searchWalkColumns() + ` FROM ` + s.d.searchWalkFrom() + andWhere(bounds, "") +
+			fmt.Sprintf(order, "", "") + ` LIMIT ` + arg(st.walk) + `)
+		SELECT ` + cols + `, 0 FROM events h WHERE (h.session_id, h.sequence) IN (` + page("w e", conds, "") + `)`
 	case st.limit > 0:
 		// The candidates, at most limit + 1 (one more tells that there
 		// are more), in no order: the scan stops at limit + 1.
