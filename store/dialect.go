@@ -128,12 +128,13 @@ type searchPart struct {
 // PostgreSQL, an OR of conditions on e's columns, which the planner
 // answers from the GIN indexes (a BitmapOr). On SQLite, one IN over the
 // UNION of the FTS5 tables' answers: one list, built once, probed once
-// per event. In a walk, minRowid is the SQL of the walked events' lowest
-// rowid: FTS5 then lists only the hits from there on (it seeks its
-// doclists to a rowid bound), instead of every hit of a common word (a
-// second at a million events). The bound changes no answer: every walked
-// event is at or above it.
-func (d dialect) searchAnyOf(parts []searchPart, minRowid string) string {
+// per event. rowids, when not "", is a condition on the rowids of the
+// events the caller can match (a walk's, from their lowest on; one
+// session's, between its lowest and highest): FTS5 then lists only the
+// hits within it (it seeks its doclists to rowid bounds), instead of every
+// hit of a common word (a second at a million events). It changes no
+// answer: every event the caller reads is within it.
+func (d dialect) searchAnyOf(parts []searchPart, rowids string) string {
 	alts := make([]string, len(parts))
 	for i, p := range parts {
 		table := "events_words"
@@ -147,8 +148,8 @@ func (d dialect) searchAnyOf(parts []searchPart, minRowid string) string {
 			alts[i] = "e.search_words @@ websearch_to_tsquery('simple', " + p.arg + ")"
 		default:
 			alts[i] = "SELECT rowid FROM " + table + " WHERE " + table + " MATCH " + p.arg
-			if minRowid != "" {
-				alts[i] += " AND rowid >= " + minRowid
+			if rowids != "" {
+				alts[i] += " AND " + rowids
 			}
 		}
 	}

@@ -235,18 +235,28 @@ func (s *Store) searchSQL(f SearchFilter, st searchStep) (string, []any) {
 	// Every group needs a match in the indexed text, so an event without
 	// text ('' for types not indexed, NULL until backfilled) is never a
 	// hit; no condition of its own says so.
-	minRowid := ""
-	if st.walk > 0 {
-		minRowid = "(SELECT min(rowid) FROM w)" // used on SQLite only
+	//
+	// rowids bounds the rowids of the events a step can match (used on
+	// SQLite only, see searchAnyOf): a walk's events, or one session's.
+	sessionArg, rowids := "", ""
+	if f.Session != "" {
+		sessionArg = arg(f.Session)
+	}
+	switch {
+	case st.walk > 0:
+		rowids = "rowid >= (SELECT min(rowid) FROM w)"
+	case f.Session != "":
+		rowids = "rowid BETWEEN (SELECT min(rowid) FROM events WHERE session_id = " + sessionArg +
+			") AND (SELECT max(rowid) FROM events WHERE session_id = " + sessionArg + ")"
 	}
 	for _, group := range f.Query.All {
-		match = append(match, s.d.searchAnyOf(parts(group...), minRowid))
+		match = append(match, s.d.searchAnyOf(parts(group...), rowids))
 	}
 	if len(f.Query.None) > 0 {
-		match = append(match, "NOT "+s.d.searchAnyOf(parts(f.Query.None...), minRowid))
+		match = append(match, "NOT "+s.d.searchAnyOf(parts(f.Query.None...), rowids))
 	}
 	if f.Session != "" {
-		filters = append(filters, "e.session_id = "+arg(f.Session))
+		filters = append(filters, "e.session_id = "+sessionArg)
 	}
 	if f.Sender != "" {
 		// The subject of a session.message is its sender (sessions.go).
