@@ -75,6 +75,35 @@ var planFilters = map[string]func(f *SearchFilter){
 	},
 }
 
+// planSteps are the steps of search whose plans are checked: a walk, the
+// capped index step and the index step with every hit.
+var planSteps = []searchStep{{walk: searchWalkShort}, {limit: searchIndexCap}, {}}
+
+// planCase is one query shape with one filter.
+type planCase struct {
+	name string
+	f    SearchFilter
+}
+
+// planCases are every shape of planShapes with every filter of
+// planFilters.
+func planCases(t *testing.T) []planCase {
+	t.Helper()
+	var out []planCase
+	for _, shape := range planShapes {
+		q, err := search.Parse(shape)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for name, filter := range planFilters {
+			f := SearchFilter{Query: q, Limit: 20}
+			filter(&f)
+			out = append(out, planCase{name: shape + ", " + name, f: f})
+		}
+	}
+	return out
+}
+
 // On a grown PostgreSQL store, no step of a search reads the whole log:
 // the index steps never scan events sequentially nor walk
 // events_created_at (the plan that took seconds in issue 21: the planner
@@ -93,69 +122,59 @@ func TestSearchPlansOnGrownStore(t *testing.T) {
 	defer s.Close()
 	growForPlans(t, s, 60000)
 	ctx := context.Background()
-	for _, shape := range planShapes {
-		q, err := search.Parse(shape)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for name, filter := range planFilters {
-			f := SearchFilter{Query: q, Limit: 20}
-			filter(&f)
-			for _, st := range []searchStep{{walk: searchWalkShort}, {limit: searchIndexCap}, {}} {
-				sqlText, args := s.searchSQL(f, st)
-				plan := explain(t, s, sqlText, args, st)
-				where := fmt.Sprintf("%s, %s, step %+v", shape, name, st)
-				if strings.Contains(plan, "Seq Scan on events ") {
-					t.Errorf("%s: a sequential scan of events:\n%s", where, plan)
-				}
-				walksTime := strings.Contains(plan, "Index Scan Backward using events_created_at")
-				switch {
-				case st.walk > 0 && !walksTime:
-					t.Errorf("%s: the walk does not read events_created_at:\n%s", where, plan)
-				case st.walk == 0 && walksTime:
-					t.Errorf("%s: the index step walks events_created_at:\n%s", where, plan)
-				case st.walk == 0 && f.Since == 0 && f.After == nil && strings.Contains(plan, "events_created_at"):
-					t.Errorf("%s: the index step reads events_created_at without a time bound:\n%s", where, plan)
-				}
+	for _, c := range planCases(t) {
+		f := c.f
+		for _, st := range planSteps {
+			sqlText, args := s.searchSQL(f, st)
+			plan := explain(t, s, sqlText, args, st)
+			where := fmt.Sprintf("%s, step %+v", c.name, st)
+			if strings.Contains(plan, "Seq Scan on events ") {
+				t.Errorf("%s: a sequential scan of events:\n%s", where, plan)
 			}
-			got, err := s.search(ctx, f)
-			if err != nil {
-				t.Fatal(err)
-			}
-			want, _, err := s.searchStep(ctx, f, searchStep{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !slices.Equal(hitKeys(got), hitKeys(want)) {
-				t.Errorf("%s, %s: search gave %v, sorting every index hit gave %v", shape, name, hitKeys(got), hitKeys(want))
+			walksTime := strings.Contains(plan, "Index Scan Backward using events_created_at")
+			switch {
+			case st.walk > 0 && !walksTime:
+				t.Errorf("%s: the walk does not read events_created_at:\n%s", where, plan)
+			case st.walk == 0 && walksTime:
+				t.Errorf("%s: the index step walks events_created_at:\n%s", where, plan)
+			case st.walk == 0 && f.Since == 0 && f.After == nil && strings.Contains(plan, "events_created_at"):
+				t.Errorf("%s: the index step reads events_created_at without a time bound:\n%s", where, plan)
 			}
 		}
-	}
-	// With the index step's time budget spent at once (1 ms), the next
-	// steps still give the exact answer.
-	defer func(b time.Duration) { searchIndexBudget = b }(searchIndexBudget)
-	searchIndexBudget = time.Millisecond
-	for _, shape := range planShapes {
-		q, err := search.Parse(shape)
-		if err != nil {
-			t.Fatal(err)
-		}
-		f := SearchFilter{Query: q, Limit: 20}
 		got, err := s.search(ctx, f)
 		if err != nil {
-			t.Fatalf("%s, budget spent: %v", shape, err)
+			t.Fatal(err)
 		}
 		want, _, err := s.searchStep(ctx, f, searchStep{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if !slices.Equal(hitKeys(got), hitKeys(want)) {
-			t.Errorf("%s, budget spent: search gave %v, sorting every index hit gave %v", shape, hitKeys(got), hitKeys(want))
+			t.Errorf("%s: search gave %v, sorting every index hit gave %v", c.name, hitKeys(got), hitKeys(want))
+		}
+	}
+	// With the index step's time budget spent at once (1 ms), the next
+	// steps still give the exact answer.
+	defer func(b time.Duration) { searchIndexBudget = b }(searchIndexBudget)
+	searchIndexBudget = time.Millisecond
+	for _, c := range planCases(t) {
+		if !strings.HasSuffix(c.name, ", no filter") {
+			continue
+		}
+		got, err := s.search(ctx, c.f)
+		if err != nil {
+			t.Fatalf("%s, budget spent: %v", c.name, err)
+		}
+		want, _, err := s.searchStep(ctx, c.f, searchStep{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(hitKeys(got), hitKeys(want)) {
+			t.Errorf("%s, budget spent: search gave %v, sorting every index hit gave %v", c.name, hitKeys(got), hitKeys(want))
 		}
 	}
 }
 
-// explain is the plan of q, under the settings of step st.
 func explain(t *testing.T, s *Store, q string, args []any, st searchStep) string {
 	t.Helper()
 	ctx := context.Background()
@@ -206,46 +225,39 @@ func TestSearchPlansOnSQLite(t *testing.T) {
 	if _, err := s.write.Exec("ANALYZE"); err != nil {
 		t.Fatal(err)
 	}
-	for _, shape := range planShapes {
-		q, err := search.Parse(shape)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for name, filter := range planFilters {
-			f := SearchFilter{Query: q, Limit: 20}
-			filter(&f)
-			for _, st := range []searchStep{{walk: searchWalkShort}, {limit: searchIndexCap}, {}} {
-				sqlText, args := s.searchSQL(f, st)
-				rows, err := s.read.Query("EXPLAIN QUERY PLAN "+sqlText, args...)
-				if err != nil {
-					t.Fatalf("%s: %v", sqlText, err)
+	for _, c := range planCases(t) {
+		f := c.f
+		for _, st := range planSteps {
+			sqlText, args := s.searchSQL(f, st)
+			rows, err := s.read.Query("EXPLAIN QUERY PLAN "+sqlText, args...)
+			if err != nil {
+				t.Fatalf("%s: %v", sqlText, err)
+			}
+			var plan strings.Builder
+			for rows.Next() {
+				var id, parent, unused int
+				var detail string
+				if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+					t.Fatal(err)
 				}
-				var plan strings.Builder
-				for rows.Next() {
-					var id, parent, unused int
-					var detail string
-					if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
-						t.Fatal(err)
-					}
-					plan.WriteString(detail + "\n")
+				plan.WriteString(detail + "\n")
+			}
+			rows.Close()
+			where := fmt.Sprintf("%s, step %+v", c.name, st)
+			p := plan.String()
+			// "SCAN e" is a full scan of events where e is events (the
+			// last step, and the first line of the capped step's CTE
+			// c); in a walk, e is the CTE of the walked events.
+			lines := strings.Split(p, "\n")
+			for i, line := range lines {
+				full := line == "SCAN events" || line == "SCAN h" ||
+					(line == "SCAN e" && (st.walk == 0 && st.limit == 0 || i > 0 && lines[i-1] == "MATERIALIZE c"))
+				if full {
+					t.Errorf("%s: a scan of the whole events table:\n%s", where, p)
 				}
-				rows.Close()
-				where := fmt.Sprintf("%s, %s, step %+v", shape, name, st)
-				p := plan.String()
-				// "SCAN e" is a full scan of events where e is events (the
-				// last step, and the first line of the capped step's CTE
-				// c); in a walk, e is the CTE of the walked events.
-				lines := strings.Split(p, "\n")
-				for i, line := range lines {
-					full := line == "SCAN events" || line == "SCAN h" ||
-						(line == "SCAN e" && (st.walk == 0 && st.limit == 0 || i > 0 && lines[i-1] == "MATERIALIZE c"))
-					if full {
-						t.Errorf("%s: a scan of the whole events table:\n%s", where, p)
-					}
-				}
-				if st.walk > 0 && !strings.Contains(p, "USING INDEX events_created_at") {
-					t.Errorf("%s: the walk does not read events_created_at:\n%s", where, p)
-				}
+			}
+			if st.walk > 0 && !strings.Contains(p, "USING INDEX events_created_at") {
+				t.Errorf("%s: the walk does not read events_created_at:\n%s", where, p)
 			}
 		}
 	}
