@@ -3,12 +3,14 @@ package store
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
@@ -161,25 +163,104 @@ type searchPart struct {
 // PostgreSQL, an OR of conditions on e's columns, which the planner
 // answers from the GIN indexes (a BitmapOr). On SQLite, one IN over the
 // UNION of the FTS5 tables' answers: one list, built once, probed once
-// per event.
-func (d dialect) searchAnyOf(parts []searchPart) string {
+// per event. rowids, when not "", is a condition on the rowids of the
+// events the caller can match (a walk's, from their lowest on; one
+// session's, between its lowest and highest): FTS5 then lists only the
+// hits within it (it seeks its doclists to rowid bounds), instead of every
+// hit of a common word (a second at a million events). It changes no
+// answer: every event the caller reads is within it.
+func (d dialect) searchAnyOf(parts []searchPart, rowids string) string {
 	alts := make([]string, len(parts))
 	for i, p := range parts {
+		table := "events_words"
+		if p.substring {
+			table = "events_trigram"
+		}
 		switch {
 		case d.name == "postgres" && p.substring:
 			alts[i] = "e.search_text ILIKE " + p.arg + " ESCAPE '!'"
 		case d.name == "postgres":
 			alts[i] = "e.search_words @@ websearch_to_tsquery('simple', " + p.arg + ")"
-		case p.substring:
-			alts[i] = "SELECT rowid FROM events_trigram WHERE events_trigram MATCH " + p.arg
 		default:
-			alts[i] = "SELECT rowid FROM events_words WHERE events_words MATCH " + p.arg
+			alts[i] = "SELECT rowid FROM " + table + " WHERE " + table + " MATCH " + p.arg
+			if rowids != "" {
+				alts[i] += " AND " + rowids
+			}
 		}
 	}
 	if d.name == "postgres" {
 		return "(" + strings.Join(alts, " OR ") + ")"
 	}
 	return "e.rowid IN (" + strings.Join(alts, " UNION ") + ")"
+}
+
+// searchWalkColumns are the columns of events that the walk step of a
+// search (search.go) hands to the predicates of searchAnyOf and the
+// filters: on SQLite the rowid, which the FTS5 tables answer.
+func (d dialect) searchWalkColumns() string {
+	if d.name == "postgres" {
+		return "session_id, sequence, created_at, type, subject, search_text, search_words"
+	}
+	return "rowid AS rowid, session_id, sequence, created_at, type, subject"
+}
+
+// searchWalkFrom is the events table as the walk reads it: newest first,
+// through events_created_at. SQLite 3.54 (modernc), with the statistics
+// of ANALYZE, rather scanned and sorted the whole table for the walk's
+// ORDER BY created_at DESC, session_id DESC, sequence DESC LIMIT n: 10 s
+// at a million events instead of milliseconds. PostgreSQL walks the index
+// by itself (an incremental sort for the tie-breakers).
+func (d dialect) searchWalkFrom() string {
+	if d.name == "postgres" {
+		return "events"
+	}
+	return "events INDEXED BY events_created_at"
+}
+
+// searchSettings is the statement that sets a search step's settings
+// (search.go) in its transaction, "" for none. On PostgreSQL:
+//
+//   - plan_cache_mode = force_custom_plan: the statements are prepared and
+//     cached per connection, and after five runs PostgreSQL may plan them
+//     once for any arguments; a plan that does not know the terms cannot
+//     tell a rare term from a common one (measured: 1.5 s instead of 60 ms
+//     from the fifth run of one search on).
+//   - enable_seqscan = off, for the index steps: the planner misjudges how
+//     many events a word match ORed with an ILIKE finds (most of all for a
+//     phrase of common words, which the word index answers only with a
+//     recheck of every event holding both words), and may then prefer
+//     reading the whole table: at 10M events, seconds. The index steps
+//     exist to read index hits only, so the sequential scan is priced out
+//     (TestSearchPlansOnGrownStore checks the plans).
+//
+// SQLite's FTS5 tables answer first whatever the estimates, and it has no
+// plan cache across arguments.
+//
+//   - statement_timeout = searchIndexBudget, for the capped index step:
+//     a term common in the log but absent from its newest events makes the
+//     index step read its whole posting lists before the cap can stop it
+//     (a word in 60% of a million events: a second on the loaded test
+//     machine). Past the budget, search moves on to the long walk, whose
+//     cost does not grow with the log.
+func (d dialect) searchSettings(st searchStep) string {
+	if d.name != "postgres" {
+		return ""
+	}
+	q := "SELECT set_config('plan_cache_mode', 'force_custom_plan', true)"
+	if st.walk == 0 {
+		q += ", set_config('enable_seqscan', 'off', true)"
+	}
+	if st.walk == 0 && st.limit > 0 {
+		q += fmt.Sprintf(", set_config('statement_timeout', '%d', true)", searchIndexBudget.Milliseconds())
+	}
+	return q
+}
+
+// searchBudgetSpent reports whether err is the end of a step's time
+// budget (searchSettings), rather than a failure.
+func (d dialect) searchBudgetSpent(err error) bool {
+	var pg *pgconn.PgError
+	return d.name == "postgres" && errors.As(err, &pg) && pg.Code == "57014" // query_canceled
 }
 
 // searchWordArg is the argument of searchWordMatch for words: a quoted

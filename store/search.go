@@ -12,12 +12,14 @@ import (
 )
 
 // Transcript search (docs/search.md). The query arrives parsed
-// (search.Query); this file turns it into one SELECT, the same shape on
-// both stores, with each group's predicate from the dialect
-// (searchAnyOf): a term matches an event when the word index finds its
-// words as a phrase, or (for a term of search.MinSubstringChars characters
-// or more) the trigram index finds it as a substring. Hits are newest first, keyed by (created_at,
-// session_id, sequence) for the cursor.
+// (search.Query); this file turns it into SQL, the same shape on both
+// stores, with each group's predicate from the dialect (searchAnyOf): a
+// term matches an event when the word index finds its words as a phrase,
+// or (for a term of search.MinSubstringChars characters or more) the
+// trigram index finds it as a substring. Hits are newest first, keyed by
+// (created_at, session_id, sequence) for the cursor. A search runs in
+// bounded steps (search), so that its cost follows its hits, not the
+// size of the log.
 
 // SearchCursor is the position after which a page of hits starts: the last
 // hit of the previous page.
@@ -91,8 +93,128 @@ func (s *Store) searchDone(ctx context.Context) error {
 	return ctx.Err()
 }
 
+// How far each step of a search goes (see search).
+const (
+	// searchWalkShort is how many of the newest events the first walk
+	// reads: a term in more than limit/searchWalkShort of the events (2%
+	// for a page of 20) fills its page there.
+	searchWalkShort = 1000
+	// searchIndexCap is how many index hits the index step reads before
+	// it gives up on sorting them all: a term with fewer hits (the rare
+	// terms, whatever the size of the log) is answered there, exactly.
+	searchIndexCap = 5000
+	// searchWalkLong is the most events a second walk reads. A walk reads
+	// about 10 µs per event on the 2-core test machine under load.
+	searchWalkLong = 50000
+)
+
+// searchIndexBudget is the time the capped index step may take on
+// PostgreSQL (dialect.searchSettings). A variable for the test that
+// spends it.
+var searchIndexBudget = 100 * time.Millisecond
+
+// searchStep is one step of search: a walk of the newest walk events, or
+// (walk 0) the index hits, at most limit of them (0: all).
+type searchStep struct {
+	walk, limit int
+}
+
+// search answers in bounded steps, because no single plan serves both
+// common and rare terms, and PostgreSQL's planner cannot tell them apart:
+// it cannot estimate an OR of a word match and an ILIKE. Given ORDER BY
+// created_at LIMIT, it would walk the whole log newest first
+// (events_created_at) rather than sort the index hits, and takes seconds
+// on a rare term at a million events (issue 21). Each step answers exactly
+// or says that it could not:
+//
+//  1. A walk of the newest searchWalkShort events (after the cursor, within
+//     the time filters), read through events_created_at and filtered. A
+//     common term fills its page here.
+//  2. If the walk found two hits or more (one says little: a rare term
+//     can have a recent hit), a longer walk, twice as long as those hits
+//     say the page needs, when that is less than searchWalkLong.
+//  3. The index step: the word and trigram indexes' hits, at most
+//     searchIndexCap of them, ordered in memory (by created_at + 0, which
+//     no index provides, so that the planner cannot choose the walk). A
+//     term with fewer hits is answered here, whatever the log's size. On
+//     PostgreSQL it also has a time budget, searchIndexBudget: a common
+//     term's posting lists are read whole before the cap can stop the scan.
+//  4. A walk of searchWalkLong events, for a term with more hits than
+//     that (or than the budget allowed) but few among the newest events.
+//  5. The index step with every hit: only for a term with more than
+//     searchIndexCap hits none of which is among the newest
+//     searchWalkLong events.
+//
+// A walk's page is the answer only when it is full: the newest hits among
+// the newest events are then the newest hits overall.
 func (s *Store) search(ctx context.Context, f SearchFilter) ([]SearchHit, error) {
-	var where []string
+	steps := []searchStep{{walk: searchWalkShort}}
+	for i := 0; i < len(steps); i++ {
+		st := steps[i]
+		hits, candidates, err := s.searchStep(ctx, f, st)
+		switch {
+		case err != nil && st.limit > 0 && ctx.Err() == nil && s.d.searchBudgetSpent(err):
+			continue // as if over the cap: the next steps answer
+		case err != nil:
+			return nil, err
+		case st.walk > 0 && len(hits) >= f.Limit,
+			st.walk == 0 && (st.limit == 0 || candidates <= st.limit):
+			return hits, nil
+		case i == 0 && len(hits) >= 2 && 2*searchWalkShort*f.Limit/len(hits) < searchWalkLong:
+			steps = append(steps, searchStep{walk: 2 * searchWalkShort * f.Limit / len(hits)}, searchStep{limit: searchIndexCap}, searchStep{walk: searchWalkLong}, searchStep{})
+		case i == 0:
+			steps = append(steps, searchStep{limit: searchIndexCap}, searchStep{walk: searchWalkLong}, searchStep{})
+		}
+	}
+	panic("unreachable: the last step always answers")
+}
+
+// searchStep runs one step of search: its hits and, for an index step
+// with a limit, how many candidates it found (at most limit + 1).
+func (s *Store) searchStep(ctx context.Context, f SearchFilter, st searchStep) ([]SearchHit, int, error) {
+	q, args := s.searchSQL(f, st)
+	var rows *sql.Rows
+	var err error
+	if set := s.d.searchSettings(st); set != "" {
+		// A read-only transaction, for the settings' sake alone.
+		var tx *sql.Tx
+		if tx, err = s.read.BeginTx(ctx, &sql.TxOptions{ReadOnly: true}); err != nil {
+			return nil, 0, fmt.Errorf("store: search: %w", err)
+		}
+		defer tx.Rollback() //nolint:errcheck // read-only: nothing to undo
+		if _, err = tx.ExecContext(ctx, set); err != nil {
+			return nil, 0, fmt.Errorf("store: search: %w", err)
+		}
+		rows, err = tx.QueryContext(ctx, q, args...)
+	} else {
+		rows, err = s.read.QueryContext(ctx, q, args...)
+	}
+	if err != nil {
+		return nil, 0, fmt.Errorf("store: search: %w", err)
+	}
+	defer rows.Close()
+	var out []SearchHit
+	candidates := 0
+	for rows.Next() {
+		var h SearchHit
+		var audience, body string
+		e := &h.Event
+		if err := rows.Scan(&e.SessionID, &e.Sequence, &e.EventID, &e.Type, &e.Subject, &audience, &e.CreatedAt, &body, &h.Text, &candidates); err != nil {
+			return nil, 0, fmt.Errorf("store: search: %w", err)
+		}
+		e.Audience = decodeAudience(audience)
+		e.Body = []byte(body)
+		out = append(out, h)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, 0, fmt.Errorf("store: search: %w", err)
+	}
+	return out, candidates, nil
+}
+
+// searchSQL is the SELECT of one step of search, and its arguments.
+func (s *Store) searchSQL(f SearchFilter, st searchStep) (string, []any) {
+	var match, filters, bounds []string
 	var args []any
 	arg := func(v any) string {
 		args = append(args, v)
@@ -113,66 +235,106 @@ func (s *Store) search(ctx context.Context, f SearchFilter) ([]SearchHit, error)
 	// Every group needs a match in the indexed text, so an event without
 	// text ('' for types not indexed, NULL until backfilled) is never a
 	// hit; no condition of its own says so.
+	//
+	// rowids bounds the rowids of the events a step can match (used on
+	// SQLite only, see searchAnyOf): a walk's events, or one session's.
+	sessionArg, rowids := "", ""
+	if f.Session != "" {
+		sessionArg = arg(f.Session)
+	}
+	switch {
+	case st.walk > 0:
+		rowids = "rowid >= (SELECT min(rowid) FROM w)"
+	case f.Session != "":
+		rowids = "rowid BETWEEN (SELECT min(rowid) FROM events WHERE session_id = " + sessionArg +
+			") AND (SELECT max(rowid) FROM events WHERE session_id = " + sessionArg + ")"
+	}
 	for _, group := range f.Query.All {
-		where = append(where, s.d.searchAnyOf(parts(group...)))
+		match = append(match, s.d.searchAnyOf(parts(group...), rowids))
 	}
 	if len(f.Query.None) > 0 {
-		where = append(where, "NOT "+s.d.searchAnyOf(parts(f.Query.None...)))
+		match = append(match, "NOT "+s.d.searchAnyOf(parts(f.Query.None...), rowids))
 	}
 	if f.Session != "" {
-		where = append(where, "e.session_id = "+arg(f.Session))
+		filters = append(filters, "e.session_id = "+sessionArg)
 	}
 	if f.Sender != "" {
 		// The subject of a session.message is its sender (sessions.go).
-		where = append(where, "e.subject = "+arg(f.Sender))
+		filters = append(filters, "e.subject = "+arg(f.Sender))
 	}
 	if f.Participant != "" {
-		where = append(where, "EXISTS (SELECT 1 FROM participants p WHERE p.session_id = e.session_id AND p.handle = "+arg(f.Participant)+")")
+		filters = append(filters, "EXISTS (SELECT 1 FROM participants p WHERE p.session_id = e.session_id AND p.handle = "+arg(f.Participant)+")")
 	}
 	if f.Type != "" {
-		where = append(where, "e.type = "+arg(f.Type))
+		filters = append(filters, "e.type = "+arg(f.Type))
 	}
+	// The bounds are on the sort key: the walk reads events_created_at
+	// within them.
 	if f.Since > 0 {
-		where = append(where, "e.created_at >= "+arg(f.Since))
+		bounds = append(bounds, "created_at >= "+arg(f.Since))
 	}
 	if f.Until > 0 {
-		where = append(where, "e.created_at < "+arg(f.Until))
+		bounds = append(bounds, "created_at < "+arg(f.Until))
 	}
 	if c := f.After; c != nil {
 		// Row-value comparison, which both dialects have: strictly after
-		// the cursor's hit in (created_at, session_id, sequence) DESC order.
-		where = append(where, fmt.Sprintf("(e.created_at, e.session_id, e.sequence) < (%s, %s, %s)", arg(c.CreatedAt), arg(c.SessionID), arg(c.Sequence)))
+		// the cursor's hit in (created_at, session_id, sequence) DESC
+		// order. The created_at bound alone is what an index range scan
+		// can use.
+		at := arg(c.CreatedAt)
+		bounds = append(bounds, "created_at <= "+at, fmt.Sprintf("(created_at, session_id, sequence) < (%s, %s, %s)", at, arg(c.SessionID), arg(c.Sequence)))
 	}
-	// Two steps: the inner SELECT orders the matches by their keys alone
-	// and keeps a page; only that page's rows are read whole. (On SQLite,
-	// sorting whole rows, bodies included, cost twice as much for a common
-	// word.)
-	const order = " ORDER BY %[1]s.created_at DESC, %[1]s.session_id DESC, %[1]s.sequence DESC"
-	q := `SELECT h.session_id, h.sequence, h.event_id, h.type, h.subject, h.audience, h.created_at, h.body, h.search_text FROM events h
-		WHERE (h.session_id, h.sequence) IN (SELECT e.session_id, e.sequence FROM events e
-			WHERE ` + strings.Join(where, "\n\t\t\tAND ") + fmt.Sprintf(order, "e") + ` LIMIT ` + arg(f.Limit) + `)` +
-		fmt.Sprintf(order, "h")
-	rows, err := s.read.QueryContext(ctx, q, args...)
-	if err != nil {
-		return nil, fmt.Errorf("store: search: %w", err)
+	const order = " ORDER BY %[1]screated_at%[2]s DESC, %[1]ssession_id DESC, %[1]ssequence DESC"
+	cols := "h.session_id, h.sequence, h.event_id, h.type, h.subject, h.audience, h.created_at, h.body, h.search_text"
+	// The inner SELECT orders the matches by their keys alone and keeps a
+	// page; only that page's rows are read whole. (On SQLite, sorting whole
+	// rows, bodies included, cost twice as much for a common word.)
+	page := func(from string, where []string, plus string) string {
+		return `SELECT e.session_id, e.sequence FROM ` + from + andWhere(where, "\n\t\t\t") + fmt.Sprintf(order, "e.", plus) + ` LIMIT ` + arg(f.Limit)
 	}
-	defer rows.Close()
-	var out []SearchHit
-	for rows.Next() {
-		var h SearchHit
-		var audience, body string
-		e := &h.Event
-		if err := rows.Scan(&e.SessionID, &e.Sequence, &e.EventID, &e.Type, &e.Subject, &audience, &e.CreatedAt, &body, &h.Text); err != nil {
-			return nil, fmt.Errorf("store: search: %w", err)
-		}
-		e.Audience = decodeAudience(audience)
-		e.Body = []byte(body)
-		out = append(out, h)
+	conds := append(append([]string{}, match...), filters...)
+	indexed := append(append([]string{}, conds...), prefixed(bounds, "e.")...)
+	var q string
+	switch {
+	case st.walk > 0:
+		// The walked events, w, computed once (the SQLite match reads
+		// their lowest rowid).
+		q = `WITH w AS MATERIALIZED (SELECT ` + s.d.searchWalkColumns() + ` FROM ` + s.d.searchWalkFrom() + andWhere(bounds, "") +
+			fmt.Sprintf(order, "", "") + ` LIMIT ` + arg(st.walk) + `)
+		SELECT ` + cols + `, 0 FROM events h WHERE (h.session_id, h.sequence) IN (` + page("w e", conds, "") + `)`
+	case st.limit > 0:
+		// The candidates, at most limit + 1 (one more tells that there
+		// are more), in no order: the scan stops at limit + 1.
+		// MATERIALIZED: the candidates are computed on their own, so that the
+		// planner cannot push the ORDER BY into them (both dialects have it).
+		q = `WITH c AS MATERIALIZED (SELECT e.session_id, e.sequence, e.created_at FROM events e` +
+			andWhere(indexed, "\n\t\t\t") + ` LIMIT ` + arg(st.limit+1) + `)
+		SELECT ` + cols + `, (SELECT count(*) FROM c) FROM events h WHERE (h.session_id, h.sequence) IN (` + page("c e", nil, "") + `)`
+	default:
+		q = `SELECT ` + cols + `, 0 FROM events h WHERE (h.session_id, h.sequence) IN (` +
+			page("events e", indexed, " + 0") + `)`
 	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("store: search: %w", err)
+	q += fmt.Sprintf(order, "h.", "")
+	return q, args
+}
+
+// andWhere is " WHERE c1 AND c2 ...", or "" without conditions.
+func andWhere(conds []string, sep string) string {
+	if len(conds) == 0 {
+		return ""
 	}
-	return out, nil
+	return sep + " WHERE " + strings.Join(conds, sep+" AND ")
+}
+
+// prefixed qualifies the column names of bounds (created_at, session_id,
+// sequence) with p.
+func prefixed(bounds []string, p string) []string {
+	r := strings.NewReplacer("created_at", p+"created_at", "session_id", p+"session_id", "sequence", p+"sequence")
+	out := make([]string, len(bounds))
+	for i, b := range bounds {
+		out[i] = r.Replace(b)
+	}
+	return out
 }
 
 // backfillBatch is how many events one backfill transaction indexes.

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# PostgreSQL's CPU per accepted message with and without the search
+# indexes (issue 21 item 4: is indexing worth moving off the write
+# transaction?). Alternating rounds of a short closed-loop chat on a fresh
+# database, once with the migration's indexes, once with the two GIN
+# indexes dropped (search_text and search_words are still written: what
+# is measured is the index maintenance). The CPU is that of the PostgreSQL
+# backends serving aspd (utime + stime from /proc, by pg_stat_activity),
+# so other work on the machine does not count, only the cache it evicts.
+#
+#   bench/searchcpu.sh            # ROUNDS=3 by default
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+PG=${ASPD_BENCH_PG:-postgres://postgres@127.0.0.1:5432}
+DB=aspd_searchcpu
+ADDR=127.0.0.1:8093
+OUT=${OUT:-/tmp/aspd-searchcpu}
+ROUNDS=${ROUNDS:-3}
+export ASPBENCH_ADMIN_TOKEN=bench-admin-token-0123456789
+mkdir -p "$OUT"
+go build -o "$OUT/aspd" ./cmd/aspd
+go build -o "$OUT/aspbench" ./cmd/aspbench
+
+PID=
+stop_aspd() {
+	[ -n "$PID" ] && kill "$PID" 2>/dev/null && wait "$PID" 2>/dev/null || true; PID=
+}
+trap stop_aspd EXIT
+
+# ticks: the CPU ticks (utime + stime) of DB's backends.
+ticks() {
+	local sum=0 p
+	for p in $(psql "$PG/postgres" -Atc "SELECT pid FROM pg_stat_activity WHERE datname = '$DB'"); do
+		[ -r "/proc/$p/stat" ] || continue
+		sum=$((sum + $(awk '{ print $14 + $15 }' "/proc/$p/stat")))
+	done
+	echo "$sum"
+}
+
+round() { # $1: with | without
+	stop_aspd
+	psql "$PG/postgres" -qc "DROP DATABASE IF EXISTS $DB" -c "CREATE DATABASE $DB" >/dev/null
+	ASPD_ADMIN_TOKEN=$ASPBENCH_ADMIN_TOKEN "$OUT/aspd" --database-url "$PG/$DB?sslmode=disable" \
+		--listen "$ADDR" --data-dir "$OUT/data" >"$OUT/aspd.log" 2>&1 &
+	PID=$!
+	for _ in $(seq 100); do curl -fs "http://$ADDR/readyz" >/dev/null && break; sleep 0.1; done
+	[ "$1" = without ] && psql "$PG/$DB" -qc "DROP INDEX events_search_words; DROP INDEX events_search_trigram"
+	# The backends' CPU over aspbench's measured window only (its "measure"
+	# phase, announced on stderr), not the set-up of agents and sessions;
+	# the messages of the window are counted by the events they wrote.
+	local t0= m0= line
+	while IFS= read -r line; do
+		case $line in
+		*" measure ..."*) t0=$(ticks); m0=$(messages) ;;
+		*" measure done"*)
+			local t1 m1
+			t1=$(ticks); m1=$(messages)
+			awk -v t=$((t1 - t0)) -v n=$((m1 - m0)) -v hz="$(getconf CLK_TCK)" -v w="$1" \
+				'BEGIN { printf "%-8s indexes: %7d messages in the window, PostgreSQL %.1f us CPU per message\n", w, n, t / hz * 1e6 / n }' ;;
+		esac
+	done < <("$OUT/aspbench" --server "http://$ADDR" chat --sessions 300 --participants 3 --duration 5s 2>&1 >/dev/null)
+}
+
+messages() { psql "$PG/$DB" -Atc "SELECT count(*) FROM events WHERE type = 'session.message'"; }
+
+for _ in $(seq "$ROUNDS"); do round with; round without; done
