@@ -285,6 +285,10 @@ func TestAPIAuth(t *testing.T) {
 		if code := dialStatus(t, s, "/connect", "Bearer "+old); code != http.StatusUnauthorized {
 			t.Fatalf("WS /connect with the rotated-out token: %d", code)
 		}
+		// The server lets the cut connections go after the client saw the
+		// close; wait for that (the agent is offline), or the join could
+		// commit first and be followed by a session.disconnected.
+		waitFor(t, "@auth.one offline after the rotation", func() bool { return !adminAgents(t, s)["@auth.one"].Online })
 		a.token = rot.Token
 		a.join(sid)
 		wantSeqs(t, "events with the new token", a.events(sid), 1, 2)
