@@ -42,6 +42,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/aspd/aspd/store"
 )
@@ -486,10 +487,14 @@ func (n *Node) notifier() {
 func (n *Node) connect(name string) (*pgx.Conn, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	cfg, err := pgx.ParseConfig(n.cfg.DatabaseURL)
+	// Parsed as the store parses it (a pool's URL): pgxpool takes its own
+	// settings (pool_max_conns, ...) out, which pgx.ParseConfig would send
+	// to the server as runtime parameters, and the server refuses.
+	pcfg, err := pgxpool.ParseConfig(n.cfg.DatabaseURL)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: database URL: %w", err)
 	}
+	cfg := pcfg.ConnConfig
 	if _, set := cfg.RuntimeParams["application_name"]; !set {
 		cfg.RuntimeParams["application_name"] = name
 	}
