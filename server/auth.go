@@ -26,7 +26,7 @@ func bearer(r *http.Request) string {
 
 // agentAuth authenticates an agent by bearer token (or ?token= on
 // /connect only) and keeps its handle and token in the request's state
-// (agentGate).
+// (gate).
 func (s *Server) agentAuth(c echo.Context) error {
 	tok, ok := agentToken(c)
 	if !ok || tok == "" {

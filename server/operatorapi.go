@@ -45,7 +45,7 @@ func (s *Server) operatorAuth(c echo.Context, rt *route) error {
 	if !op.Allows(routeScope(rt)) {
 		return app.InsufficientScope(op.Scope)
 	}
-	c.Set("operator", op)
+	state(c).operator = op
 	if rt.action != "" {
 		target, detail := pathTarget(c)
 		req := c.Request()
@@ -67,7 +67,7 @@ func (s *Server) authenticateOperator(c echo.Context) (app.Operator, error) {
 }
 
 // operator is the authenticated operator token.
-func operator(c echo.Context) app.Operator { return c.Get("operator").(app.Operator) }
+func operator(c echo.Context) app.Operator { return state(c).operator }
 
 // pathTarget is an audited change's target, the first path parameter (an
 // agent's handle, a session id, a token's name), and the others as detail

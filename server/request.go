@@ -29,10 +29,11 @@ import (
 // handler; c.Get(stateKey).
 type reqState struct {
 	start    time.Time
-	id       string // request id (X-Request-Id)
-	detached bool   // a handler took the request over: see detachAccessLog
-	agent    string // the authenticated agent, "" when none
-	token    string // its bearer token
+	id       string       // request id (X-Request-Id)
+	detached bool         // a handler took the request over: see detachAccessLog
+	agent    string       // the authenticated agent, "" when none
+	token    string       // its bearer token
+	operator app.Operator // the authenticated operator token, on operator routes
 	query    url.Values
 	queried  bool // query holds the checked query string
 }
@@ -96,16 +97,18 @@ func (s *Server) guard(c echo.Context, next echo.HandlerFunc) (err error) {
 
 func requestID(c echo.Context) string { return state(c).id }
 
-// agentGate authenticates an agent by bearer token (or ?token= on /connect
-// only), checks the query string against the route's rule, then applies
-// the route's per-agent rate limit before the path and the body are looked
-// at (the documented order of checks); the application method the handler
-// calls then does not take a second token.
-func (s *Server) agentGate(rt *route) echo.MiddlewareFunc {
+// gate is a route's checks, in the documented order: authentication (auth,
+// which the route's class picks; nil for none), the query string against
+// the route's rule, then the route's per-agent rate limit (agent routes
+// only) before the path and the body are looked at. The application method
+// the handler calls then does not take a second token.
+func (s *Server) gate(rt *route, auth func(echo.Context) error) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
-			if err := s.agentAuth(c); err != nil {
-				return err
+			if auth != nil {
+				if err := auth(c); err != nil {
+					return err
+				}
 			}
 			if err := strictQuery(c, rt.query); err != nil {
 				return err
@@ -116,34 +119,6 @@ func (s *Server) agentGate(rt *route) echo.MiddlewareFunc {
 					return err
 				}
 				c.SetRequest(c.Request().WithContext(ctx))
-			}
-			return next(c)
-		}
-	}
-}
-
-// operatorGate checks the operator token, then the query string.
-func (s *Server) operatorGate(rt *route) echo.MiddlewareFunc {
-	return func(next echo.HandlerFunc) echo.HandlerFunc {
-		return func(c echo.Context) error {
-			if err := s.operatorAuth(c, rt); err != nil {
-				return err
-			}
-			if err := strictQuery(c, rt.query); err != nil {
-				return err
-			}
-			return next(c)
-		}
-	}
-}
-
-// queryGate checks the query string only (the Chorus callbacks, whose
-// handler checks the path's token).
-func queryGate(rt *route) echo.MiddlewareFunc {
-	return func(next echo.HandlerFunc) echo.HandlerFunc {
-		return func(c echo.Context) error {
-			if err := strictQuery(c, rt.query); err != nil {
-				return err
 			}
 			return next(c)
 		}

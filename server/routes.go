@@ -49,7 +49,7 @@ type route struct {
 	// that run strictQuery (agent, operator, Chorus callback).
 	query queryRule
 	// admit is the per-agent rate-limited action taken before the path and
-	// the body are looked at (agentGate, request.go); 0: none. Agent routes only.
+	// the body are looked at (gate, request.go); 0: none. Agent routes only.
 	admit app.Action
 	// request and response are zero values of the body types, for
 	// documentation: nil when there is no body (or no JSON body: see
@@ -397,11 +397,11 @@ var routeTable = []route{
 func (s *Server) routeMiddleware(rt *route) []echo.MiddlewareFunc {
 	switch rt.auth {
 	case authAgent:
-		return []echo.MiddlewareFunc{s.agentGate(rt)}
+		return []echo.MiddlewareFunc{s.gate(rt, s.agentAuth)}
 	case authOperator:
-		return []echo.MiddlewareFunc{s.operatorGate(rt)}
+		return []echo.MiddlewareFunc{s.gate(rt, func(c echo.Context) error { return s.operatorAuth(c, rt) })}
 	case authChorusCallback:
-		return []echo.MiddlewareFunc{queryGate(rt)}
+		return []echo.MiddlewareFunc{s.gate(rt, nil)}
 	default: // authNone, authMCP
 		return nil
 	}
