@@ -28,8 +28,6 @@ type dialect struct {
 	forUpdate string
 	// forUpdateOfSessions locks only the sessions rows of a join (alias s).
 	forUpdateOfSessions string
-	// dataModifyingCTE: the dialect runs UPDATE inside WITH of an INSERT.
-	dataModifyingCTE bool
 	// skipLocked ends a locking subquery that several nodes may run at once
 	// (the Chorus outbox claim); SQLite has one writer and needs none.
 	skipLocked string
@@ -41,7 +39,7 @@ type dialect struct {
 }
 
 var (
-	postgresDialect = dialect{name: "postgres", goose: goose.DialectPostgres, forUpdate: " FOR UPDATE", forUpdateOfSessions: " FOR UPDATE OF s", dataModifyingCTE: true, skipLocked: " FOR UPDATE SKIP LOCKED", arrayParams: true}
+	postgresDialect = dialect{name: "postgres", goose: goose.DialectPostgres, forUpdate: " FOR UPDATE", forUpdateOfSessions: " FOR UPDATE OF s", skipLocked: " FOR UPDATE SKIP LOCKED", arrayParams: true}
 	sqliteDialect   = dialect{name: "sqlite", goose: goose.DialectSQLite3, forUpdate: ""}
 )
 

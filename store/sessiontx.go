@@ -390,14 +390,6 @@ func queueEvents(q stmtQueue, d dialect, events []StoredEvent, advance []*sessio
 		queueEventArrays(q, d, events, advance)
 		return
 	}
-	if d.dataModifyingCTE && len(advance) > 0 && len(events) <= eventsPerStatement {
-		var b strings.Builder
-		args := sessionValues(&b, advance)
-		b.WriteString(`, u AS (` + updateSessionsFromV + `) `)
-		args = eventValues(&b, d, args, events)
-		q.Exec("append events", b.String(), args)
-		return
-	}
 	for start := 0; start < len(events); start += eventsPerStatement {
 		var b strings.Builder
 		args := eventValues(&b, d, nil, events[start:min(start+eventsPerStatement, len(events))])
