@@ -386,6 +386,10 @@ func queueEvents(q stmtQueue, d dialect, events []StoredEvent, advance []*sessio
 	if len(events) == 0 {
 		return
 	}
+	if len(events) == 1 && len(advance) == 1 && advance[0].id == events[0].SessionID {
+		queueOneEvent(q, d, &events[0], advance[0])
+		return
+	}
 	if d.arrayParams {
 		queueEventArrays(q, d, events, advance)
 		return
@@ -436,6 +440,52 @@ func queueEventArrays(q stmtQueue, d dialect, events []StoredEvent, advance []*s
 	}
 	q.Exec("append events", appendEventArrays, append(args, id, state, ended, last, sae))
 }
+
+// queueOneEvent is queueEvents for the message path's commonest case, one
+// event appended to one existing session: statements of fixed text with
+// scalar arguments, so a lone message builds no statement text and encodes
+// no arrays (the arrays alone cost a lone message about 40 allocations on
+// PostgreSQL). On PostgreSQL the session's UPDATE rides in the INSERT, as
+// in appendEventArrays.
+func queueOneEvent(q stmtQueue, d dialect, e *StoredEvent, t *sessionTx) {
+	in := e.index
+	if in == nil {
+		in = newSearchInput(d, search.ExtractEvent(e.Type, e.Body))
+	}
+	args := make([]any, 0, 14)
+	args = append(args, e.SessionID, e.Sequence, e.EventID, e.Type, e.Subject, encodeAudience(e.Audience), e.CreatedAt, string(e.Body), in.text)
+	if !d.arrayParams {
+		q.Exec("insert events", insertOneEvent, args)
+		q.Exec("advance sessions", updateOneSession, []any{t.id, t.state, t.endedAt, t.lastSeq, t.sendAndEnd})
+		return
+	}
+	var ended *int64
+	if t.endedAt.Valid {
+		ended = &t.endedAt.Int64
+	}
+	q.Exec("append events", appendOneEvent, append(args, in.words, t.state, ended, t.lastSeq, t.sendAndEnd))
+}
+
+// insertOneEvent inserts one event ($1 to $9, the search text last) on a
+// dialect that indexes the search text itself (SQLite's FTS5 triggers).
+var insertOneEvent = func() string {
+	cols, vals := sqliteDialect.eventSearchColumns("$9", "")
+	return `INSERT INTO events (session_id, sequence, event_id, type, subject, audience, created_at, body` + cols + `)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8` + vals + `)`
+}()
+
+// updateOneSession writes one session's state and counter.
+const updateOneSession = `UPDATE sessions SET state = $2, ended_at = $3, last_seq = $4, send_and_end = $5 WHERE id = $1`
+
+// appendOneEvent inserts one event ($1 to $10, as insertOneEvent plus the
+// words) and writes its session ($1, and $11 to $14) in one statement.
+var appendOneEvent = func() string {
+	cols, vals := postgresDialect.eventSearchColumns("$9", "$10")
+	return `WITH u AS (UPDATE sessions SET state = $11::text, ended_at = $12::bigint, last_seq = $13::bigint, send_and_end = $14::boolean
+			WHERE id = $1)
+		INSERT INTO events (session_id, sequence, event_id, type, subject, audience, created_at, body` + cols + `)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8` + vals + `)`
+}()
 
 // columns returns k slices of length n on one backing array: the array
 // parameters of one statement.

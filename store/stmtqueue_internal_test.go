@@ -43,25 +43,38 @@ func messagePathTexts(d dialect, n int) []string {
 }
 
 // TestMessagePathStatementsStayPrepared: on PostgreSQL the message path's
-// statements have one text whatever the batch size, so that pgx's
+// statements have one text whatever the batch size (two for the events:
+// queueOneEvent's for a lone event, the arrays' for more), so that pgx's
 // statement cache keeps each prepared on its connection (a text it has not
 // prepared costs the batch another round trip). SQLite's texts grow with
 // the batch (one placeholder per value), which this test also checks, so
 // that it would see a dialect that stopped binding arrays.
 func TestMessagePathStatementsStayPrepared(t *testing.T) {
-	one, many := messagePathTexts(postgresDialect, 1), messagePathTexts(postgresDialect, 7)
-	if len(one) != 4 || len(many) != 4 {
-		t.Fatalf("postgres: %d and %d statements queued, want 4 (lock, keys, events, new keys)", len(one), len(many))
-	}
-	for i := range one {
-		if one[i] != many[i] {
-			t.Errorf("postgres statement %d differs between a batch of 1 and of 7:\n%s\n---\n%s", i, one[i], many[i])
+	texts := map[int]map[string]bool{}
+	for n := 1; n <= 9; n++ {
+		got := messagePathTexts(postgresDialect, n)
+		if len(got) != 4 {
+			t.Fatalf("postgres: %d statements queued for a batch of %d, want 4 (lock, keys, events, new keys)", len(got), n)
+		}
+		for i, q := range got {
+			if texts[i] == nil {
+				texts[i] = map[string]bool{}
+			}
+			texts[i][q] = true
 		}
 	}
-	one, many = messagePathTexts(sqliteDialect, 1), messagePathTexts(sqliteDialect, 7)
+	for i, want := range []int{1, 1, 2, 1} {
+		if len(texts[i]) != want {
+			t.Errorf("postgres statement %d has %d texts over batches of 1 to 9, want %d: %v", i, len(texts[i]), want, texts[i])
+		}
+	}
+	if !texts[2][appendOneEvent] {
+		t.Errorf("postgres: a lone event does not take the one-event statement")
+	}
+	one, many := messagePathTexts(sqliteDialect, 2), messagePathTexts(sqliteDialect, 7)
 	for i := range min(len(one), len(many)) {
 		if one[i] == many[i] {
-			t.Errorf("sqlite statement %d is the same for a batch of 1 and of 7; this test no longer tells the dialects apart:\n%s", i, one[i])
+			t.Errorf("sqlite statement %d is the same for a batch of 2 and of 7; this test no longer tells the dialects apart:\n%s", i, one[i])
 		}
 	}
 }
