@@ -71,7 +71,7 @@ func openPostgres(url string) (*Store, error) {
 	h := newHealth()
 	db := sql.OpenDB(&guardConnector{inner: stdlib.GetPoolConnector(pool), h: h, writer: true})
 	db.SetMaxIdleConns(0)
-	return &Store{read: db, write: db, pool: pool, d: postgresDialect, now: timeNow, health: h}, nil
+	return &Store{read: db, write: db, pool: pool, d: postgresDialect, now: timeNow, health: h, members: newMemberCache()}, nil
 }
 
 // openSQLite opens the embedded store at path. Pragmas go in the DSN so every
@@ -97,7 +97,7 @@ func openSQLite(path string) (*Store, error) {
 	write.SetMaxOpenConns(1)
 	read := sql.OpenDB(&guardConnector{inner: rc, h: h})
 	read.SetMaxOpenConns(8)
-	return &Store{read: read, write: write, d: sqliteDialect, now: timeNow, health: h}, nil
+	return &Store{read: read, write: write, d: sqliteDialect, now: timeNow, health: h, members: newMemberCache()}, nil
 }
 
 // inStrings is the condition "col is one of vals" with its arguments,

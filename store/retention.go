@@ -93,6 +93,7 @@ func (s *Store) PurgeSession(ctx context.Context, id string, cutoff int64, batch
 				if _, err := tx.ExecContext(ctx, `DELETE FROM sessions WHERE id = $1`, id); err != nil {
 					return fmt.Errorf("store: purge %s: session: %w", id, err)
 				}
+				s.members.forget(id)
 				done = true
 				return nil
 			}

@@ -338,10 +338,13 @@ func (s *Store) appendMessages(ctx context.Context, q stmtQueue, reqs []*SendMes
 	}
 	sort.Strings(ids)
 	sessions := make(map[string]*sessionTx, len(ids))
-	s.queueLockSessions(ctx, q, ids, sessions)
+	s.queueLockForMessages(ctx, q, ids, sessions)
 	keys := map[msgKey]priorKey{}
 	queueMessageKeys(q, s.d, reqs, keys)
 	if err := q.Flush(ctx); err != nil {
+		return nil, err
+	}
+	if err := s.resolveMembers(ctx, q, sessions); err != nil {
 		return nil, err
 	}
 	var newKeys []int // requests whose key is recorded

@@ -102,6 +102,11 @@ type sessionTx struct {
 	sendAndEnd bool
 	parts      map[string]*participant
 	order      []string // participant handles in insertion order
+	// membersVersion is the session row's members_version as locked;
+	// sharedParts marks parts and order as a cached snapshot (members.go),
+	// which participant copies before its first change.
+	membersVersion int64
+	sharedParts    bool
 	dirty      map[string]bool
 	events     []StoredEvent
 }
@@ -136,7 +141,7 @@ func (s *Store) lockSession(ctx context.Context, tx *sql.Tx, id string) (*sessio
 // cannot deadlock.
 func (s *Store) queueLockSessions(ctx context.Context, q stmtQueue, ids []string, out map[string]*sessionTx) {
 	in, args := s.d.inStrings("s.id", ids, 1)
-	q.Query("lock sessions", `SELECT s.id, s.topic, s.state, s.created_by, s.created_at, s.ended_at, s.last_seq, s.send_and_end,
+	q.Query("lock sessions", `SELECT s.id, s.topic, s.state, s.created_by, s.created_at, s.ended_at, s.last_seq, s.send_and_end, s.members_version,
 			p.handle, p.status, p.visible_through, p.last_change_seq, p.disconnected, p.invited_at, p.joined_at, p.left_at
 		FROM sessions s JOIN participants p ON p.session_id = s.id
 		WHERE `+in+` ORDER BY s.id, COALESCE(p.invited_at, p.joined_at), p.handle`+s.d.forUpdateOfSessions, args, func(rows rowScanner) error {
@@ -144,14 +149,14 @@ func (s *Store) queueLockSessions(ctx context.Context, q stmtQueue, ids []string
 		for rows.Next() {
 			var r sessionTx
 			p := &participant{}
-			if err := rows.Scan(&r.id, &r.topic, &r.state, &r.createdBy, &r.createdAt, &r.endedAt, &r.lastSeq, &r.sendAndEnd,
+			if err := rows.Scan(&r.id, &r.topic, &r.state, &r.createdBy, &r.createdAt, &r.endedAt, &r.lastSeq, &r.sendAndEnd, &r.membersVersion,
 				&p.handle, &p.status, &p.visibleThrough, &p.lastChangeSeq, &p.disconnected, &p.invitedAt, &p.joinedAt, &p.leftAt); err != nil {
 				return err
 			}
 			t := out[r.id]
 			if t == nil {
 				t = &sessionTx{ctx: ctx, q: q, d: s.d, now: now, id: r.id, topic: r.topic, state: r.state, createdBy: r.createdBy,
-					createdAt: r.createdAt, endedAt: r.endedAt, lastSeq: r.lastSeq, sendAndEnd: r.sendAndEnd,
+					createdAt: r.createdAt, endedAt: r.endedAt, lastSeq: r.lastSeq, sendAndEnd: r.sendAndEnd, membersVersion: r.membersVersion,
 					parts: map[string]*participant{}, dirty: map[string]bool{}}
 				out[r.id] = t
 			}
@@ -162,8 +167,111 @@ func (s *Store) queueLockSessions(ctx context.Context, q stmtQueue, ids []string
 	})
 }
 
+// queueLockForMessages is queueLockSessions for the message path, which
+// never changes a participant: it locks the session rows alone and takes
+// their participants from the member cache (members.go). In the same
+// round trip it reads the participants of the sessions the cache does not
+// hold at all; resolveMembers, after the flush, reads those whose cached
+// version turned out stale and caches what was read.
+func (s *Store) queueLockForMessages(ctx context.Context, q stmtQueue, ids []string, out map[string]*sessionTx) {
+	in, args := s.d.inStrings("id", ids, 1)
+	q.Query("lock sessions", `SELECT id, topic, state, created_by, created_at, ended_at, last_seq, send_and_end, members_version
+		FROM sessions WHERE `+in+` ORDER BY id`+s.d.forUpdate, args, func(rows rowScanner) error {
+		now := s.nowMs()
+		for rows.Next() {
+			t := &sessionTx{ctx: ctx, q: q, d: s.d, now: now}
+			if err := rows.Scan(&t.id, &t.topic, &t.state, &t.createdBy, &t.createdAt, &t.endedAt, &t.lastSeq, &t.sendAndEnd, &t.membersVersion); err != nil {
+				return err
+			}
+			out[t.id] = t
+		}
+		return nil
+	})
+	var cold []string
+	for _, id := range ids {
+		if !s.members.has(id) {
+			cold = append(cold, id)
+		}
+	}
+	s.queueParticipants(q, cold, out)
+}
+
+// resolveMembers gives every session in out its participants: the cached
+// ones of its locked version, else those read now; it caches what it read.
+func (s *Store) resolveMembers(ctx context.Context, q stmtQueue, out map[string]*sessionTx) error {
+	var stale []string
+	for id, t := range out {
+		if t.parts != nil {
+			continue
+		}
+		if e := s.members.get(id, t.membersVersion); e != nil {
+			t.parts, t.order, t.sharedParts = e.parts, e.order, true
+			continue
+		}
+		stale = append(stale, id)
+	}
+	if len(stale) > 0 {
+		sort.Strings(stale)
+		s.queueParticipants(q, stale, out)
+		if err := q.Flush(ctx); err != nil {
+			return err
+		}
+	}
+	for id, t := range out {
+		if t.sharedParts {
+			continue
+		}
+		if t.parts == nil { // every session has its creator; never leave it nil
+			t.parts = map[string]*participant{}
+		}
+		s.members.put(id, &members{version: t.membersVersion, parts: t.parts, order: t.order})
+		t.sharedParts = true
+	}
+	return nil
+}
+
+// queueParticipants queues the read of the participants of the sessions
+// ids (locked by the same transaction) into their entries of out.
+func (s *Store) queueParticipants(q stmtQueue, ids []string, out map[string]*sessionTx) {
+	if len(ids) == 0 {
+		return
+	}
+	in, args := s.d.inStrings("session_id", ids, 1)
+	q.Query("load participants", `SELECT session_id, handle, status, visible_through, last_change_seq, disconnected, invited_at, joined_at, left_at
+		FROM participants WHERE `+in+` ORDER BY session_id, COALESCE(invited_at, joined_at), handle`, args, func(rows rowScanner) error {
+		var sid string
+		for rows.Next() {
+			p := &participant{}
+			if err := rows.Scan(&sid, &p.handle, &p.status, &p.visibleThrough, &p.lastChangeSeq, &p.disconnected, &p.invitedAt, &p.joinedAt, &p.leftAt); err != nil {
+				return err
+			}
+			t := out[sid]
+			if t == nil {
+				continue
+			}
+			if t.parts == nil {
+				t.parts = map[string]*participant{}
+			}
+			t.parts[p.handle] = p
+			t.order = append(t.order, p.handle)
+		}
+		return nil
+	})
+}
+
 // participant returns h's participant row, creating an empty one if absent.
 func (t *sessionTx) participant(h string) *participant {
+	if t.sharedParts {
+		parts := make(map[string]*participant, len(t.parts)+1)
+		for k, p := range t.parts {
+			c := *p
+			parts[k] = &c
+		}
+		t.parts, t.order, t.sharedParts = parts, append([]string(nil), t.order...), false
+	}
+	if t.dirty == nil {
+		t.dirty = map[string]bool{}
+	}
 	p, ok := t.parts[h]
 	if !ok {
 		p = &participant{handle: h, isNew: true}
@@ -367,6 +475,13 @@ func (t *sessionTx) save() error {
 				invited_at = excluded.invited_at, joined_at = excluded.joined_at, left_at = excluded.left_at`,
 			t.id, h, p.status, p.visibleThrough, p.lastChangeSeq, p.disconnected, p.invitedAt, p.joinedAt, p.leftAt); err != nil {
 			return fmt.Errorf("store: save participant: %w", err)
+		}
+	}
+	if len(t.dirty) > 0 && !t.isNew {
+		// The member cache's version (members.go): every change of a
+		// participant row moves it, in the same transaction.
+		if _, err := tx.ExecContext(ctx, `UPDATE sessions SET members_version = members_version + 1 WHERE id = $1`, t.id); err != nil {
+			return fmt.Errorf("store: members version: %w", err)
 		}
 	}
 	queueEvents(t.q, t.d, t.events, advance)

@@ -31,7 +31,7 @@ func messagePathTexts(d dialect, n int) []string {
 		reqs[i] = &SendMessage{SessionID: id, Sender: "@a.b", IdempotencyKey: fmt.Sprintf("k%d", i)}
 		which[i] = i
 	}
-	s.queueLockSessions(context.Background(), q, ids, map[string]*sessionTx{})
+	s.queueLockForMessages(context.Background(), q, ids, map[string]*sessionTx{})
 	queueMessageKeys(q, d, reqs, map[msgKey]priorKey{})
 	queueEvents(q, d, events, touched)
 	queueMessageKeysInsert(q, d, reqs, results, which)
@@ -53,8 +53,8 @@ func TestMessagePathStatementsStayPrepared(t *testing.T) {
 	texts := map[int]map[string]bool{}
 	for n := 1; n <= 9; n++ {
 		got := messagePathTexts(postgresDialect, n)
-		if len(got) != 4 {
-			t.Fatalf("postgres: %d statements queued for a batch of %d, want 4 (lock, keys, events, new keys)", len(got), n)
+		if len(got) != 5 {
+			t.Fatalf("postgres: %d statements queued for a batch of %d, want 5 (lock, participants, keys, events, new keys)", len(got), n)
 		}
 		for i, q := range got {
 			if texts[i] == nil {
@@ -63,12 +63,12 @@ func TestMessagePathStatementsStayPrepared(t *testing.T) {
 			texts[i][q] = true
 		}
 	}
-	for i, want := range []int{1, 1, 2, 1} {
+	for i, want := range []int{1, 1, 1, 2, 1} {
 		if len(texts[i]) != want {
 			t.Errorf("postgres statement %d has %d texts over batches of 1 to 9, want %d: %v", i, len(texts[i]), want, texts[i])
 		}
 	}
-	if !texts[2][appendOneEvent] {
+	if !texts[3][appendOneEvent] {
 		t.Errorf("postgres: a lone event does not take the one-event statement")
 	}
 	one, many := messagePathTexts(sqliteDialect, 2), messagePathTexts(sqliteDialect, 7)

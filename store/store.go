@@ -51,6 +51,9 @@ type Store struct {
 
 	// searches holds the slots of concurrent searches (search.go).
 	searches chan struct{}
+	// members caches sessions' participants for the message path
+	// (members.go); nil disables it.
+	members *memberCache
 }
 
 // requestTxTimeout bounds a request's write transaction.

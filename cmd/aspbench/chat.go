@@ -130,12 +130,14 @@ func (s *chatScenario) run(ctx context.Context, b *bench) error {
 	b.winStart.Store(int64(winStart))
 	b.winEnd.Store(int64(winEnd))
 	var sampled sync.WaitGroup
+	var mallocsBefore map[string]float64
 	sampled.Add(1)
 	go func() {
 		defer sampled.Done()
 		select {
 		case <-time.After(winStart - b.now()):
 			b.serverSample("before")
+			mallocsBefore = b.metrics(ctx)
 		case <-ctx.Done():
 		}
 	}()
@@ -169,6 +171,7 @@ func (s *chatScenario) run(ctx context.Context, b *bench) error {
 	}
 	sampled.Wait()
 	b.serverSample("after")
+	mallocsAfter := b.metrics(ctx)
 	drainErr := b.phase("drain", func() error {
 		return b.waitCaughtUp(ctx, sessions, conns, b.o.drainTimeout, "every accepted message")
 	})
@@ -192,6 +195,15 @@ func (s *chatScenario) run(ctx context.Context, b *bench) error {
 		// The server's CPU per message in the measured window: steadier than
 		// throughput when server and load generator share the cores.
 		f.set("server_cpu_us_per_msg", round3(sp.CPUSeconds*1e6/float64(acceptedWin.Load())))
+	}
+	if m0, ok := mallocsBefore[goMallocs]; ok && acceptedWin.Load() > 0 {
+		if m1, ok := mallocsAfter[goMallocs]; ok {
+			// The server's heap allocations per message over the same
+			// window (a Go server's /metrics; none for others): the
+			// allocation budget of issue 21 under a real load, delivery
+			// included, where BenchmarkSendMessage sends alone.
+			f.set("server_allocs_per_msg", round3((m1-m0)/float64(acceptedWin.Load())))
+		}
 	}
 	f.set("messages_measured", float64(measured.Load()))
 	f.set("deliveries_measured", float64(lat.Count()))

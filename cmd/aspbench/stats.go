@@ -491,6 +491,9 @@ func (sp *serverProc) add(which string, s procSample) {
 	}
 }
 
+// goMallocs is the Go runtime's count of heap allocations since start.
+const goMallocs = "go_memstats_mallocs_total"
+
 // metrics fetches GET /metrics (Prometheus text) and keeps the memory,
 // goroutine and connection series; nil when the server has none.
 func (b *bench) metrics(ctx context.Context) map[string]float64 {
@@ -526,7 +529,7 @@ func (b *bench) metrics(ctx context.Context) map[string]float64 {
 		}
 		name := f[0]
 		base, _, _ := strings.Cut(name, "{")
-		if !(strings.Contains(base, "memory") || strings.Contains(base, "heap") || strings.Contains(base, "goroutines") ||
+		if !(base == goMallocs || strings.Contains(base, "memory") || strings.Contains(base, "heap") || strings.Contains(base, "goroutines") ||
 			strings.Contains(base, "connection") || strings.Contains(base, "_sys_bytes")) {
 			continue
 		}
