@@ -107,8 +107,8 @@ type sessionTx struct {
 	// which participant copies before its first change.
 	membersVersion int64
 	sharedParts    bool
-	dirty      map[string]bool
-	events     []StoredEvent
+	dirty          map[string]bool
+	events         []StoredEvent
 }
 
 func (s *Store) newSession(ctx context.Context, tx *sql.Tx, creator, topic string) *sessionTx {
