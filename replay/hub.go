@@ -160,6 +160,15 @@ func (h *Hub) Forget(sessionID string) {
 	h.ringMu.Unlock()
 }
 
+// HoldsRing reports whether the hub keeps a ring of the session's recent
+// events (published to, neither forgotten nor evicted since). For tests.
+func (h *Hub) HoldsRing(sessionID string) bool {
+	h.ringMu.Lock()
+	defer h.ringMu.Unlock()
+	_, ok := h.rings[sessionID]
+	return ok
+}
+
 // fromRing returns up to limit events of a session after `after`, from memory.
 func (h *Hub) fromRing(sessionID string, after, upto int64, limit int) ([]store.StoredEvent, bool) {
 	h.ringMu.Lock()

@@ -55,7 +55,7 @@ func newMetrics(s *Server, reg *prometheus.Registry) *metrics {
 		}, func() float64 { return float64(s.app.RetentionStats().Events.Load()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "aspd_events_redacted_total", Help: "Events redacted by an operator since start.",
-		}, func() float64 { return float64(s.app.RedactedCount()) }))
+		}, func() float64 { return float64(s.app.RetentionStats().Redacted.Load()) }))
 	m.handler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
 	return m
 }

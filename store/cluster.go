@@ -336,7 +336,7 @@ func (s *Store) EventsIn(ctx context.Context, ranges []EventRange) ([]StoredEven
 	for start := 0; start < len(ranges); start += 100 {
 		chunk := ranges[start:min(start+100, len(ranges))]
 		var b strings.Builder
-		b.WriteString(`SELECT session_id, sequence, event_id, type, subject, audience, created_at, body FROM events WHERE `)
+		b.WriteString(selectEventColumns + ` WHERE `)
 		args := make([]any, 0, len(chunk)*3)
 		for i, r := range chunk {
 			if i > 0 {

@@ -36,10 +36,20 @@ type dialect struct {
 	// text whatever their number of rows and stay prepared (pgx's statement
 	// cache); SQLite lists them one placeholder each.
 	arrayParams bool
+	// planPerRun: a search step's SELECT (search.go, searchSQL) is led by
+	// pgx.QueryExecModeExec, a query option that pgx's driver takes as a
+	// leading argument: an unnamed statement, which PostgreSQL plans with
+	// the step's own arguments every time. pgx otherwise prepares and
+	// caches statements per connection, and after five runs PostgreSQL may
+	// plan one once for any arguments; a plan that does not know the terms
+	// cannot tell a rare term from a common one (measured: 1.5 s instead of
+	// 60 ms from the fifth run of one search on). SQLite has no plan cache
+	// across arguments, and its driver takes no such option.
+	planPerRun bool
 }
 
 var (
-	postgresDialect = dialect{name: "postgres", goose: goose.DialectPostgres, forUpdate: " FOR UPDATE", forUpdateOfSessions: " FOR UPDATE OF s", skipLocked: " FOR UPDATE SKIP LOCKED", arrayParams: true}
+	postgresDialect = dialect{name: "postgres", goose: goose.DialectPostgres, forUpdate: " FOR UPDATE", forUpdateOfSessions: " FOR UPDATE OF s", skipLocked: " FOR UPDATE SKIP LOCKED", arrayParams: true, planPerRun: true}
 	sqliteDialect   = dialect{name: "sqlite", goose: goose.DialectSQLite3, forUpdate: ""}
 )
 
@@ -216,39 +226,33 @@ func (d dialect) searchWalkFrom() string {
 }
 
 // searchSettings is the statement that sets a search step's settings
-// (search.go) in its transaction, "" for none. On PostgreSQL:
+// (search.go) in its transaction, "" for none (the step then runs without
+// a transaction). On PostgreSQL, for the index steps:
 //
-//   - plan_cache_mode = force_custom_plan: the statements are prepared and
-//     cached per connection, and after five runs PostgreSQL may plan them
-//     once for any arguments; a plan that does not know the terms cannot
-//     tell a rare term from a common one (measured: 1.5 s instead of 60 ms
-//     from the fifth run of one search on).
-//   - enable_seqscan = off, for the index steps: the planner misjudges how
-//     many events a word match ORed with an ILIKE finds (most of all for a
-//     phrase of common words, which the word index answers only with a
-//     recheck of every event holding both words), and may then prefer
-//     reading the whole table: at 10M events, seconds. The index steps
-//     exist to read index hits only, so the sequential scan is priced out
+//   - enable_seqscan = off: the planner misjudges how many events a word
+//     match ORed with an ILIKE finds (most of all for a phrase of common
+//     words, which the word index answers only with a recheck of every
+//     event holding both words), and may then prefer reading the whole
+//     table: at 10M events, seconds. The index steps exist to read index
+//     hits only, so the sequential scan is priced out
 //     (TestSearchPlansOnGrownStore checks the plans).
-//
-// SQLite's FTS5 tables answer first whatever the estimates, and it has no
-// plan cache across arguments.
-//
 //   - statement_timeout = searchIndexBudget, for the capped index step:
 //     a term common in the log but absent from its newest events makes the
 //     index step read its whole posting lists before the cap can stop it
 //     (a word in 60% of a million events: a second on the loaded test
 //     machine). Past the budget, search moves on to the long walk, whose
 //     cost does not grow with the log.
+//
+// SQLite's FTS5 tables answer first whatever the estimates.
+//
+// (Every step on PostgreSQL also plans for its own arguments: see
+// planPerRun.)
 func (d dialect) searchSettings(st searchStep) string {
-	if d.name != "postgres" {
+	if d.name != "postgres" || st.walk > 0 {
 		return ""
 	}
-	q := "SELECT set_config('plan_cache_mode', 'force_custom_plan', true)"
-	if st.walk == 0 {
-		q += ", set_config('enable_seqscan', 'off', true)"
-	}
-	if st.walk == 0 && st.limit > 0 {
+	q := "SELECT set_config('enable_seqscan', 'off', true)"
+	if st.limit > 0 {
 		q += fmt.Sprintf(", set_config('statement_timeout', '%d', true)", searchIndexBudget.Milliseconds())
 	}
 	return q

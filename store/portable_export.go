@@ -173,7 +173,7 @@ func (s *Store) exportTables(opts ExportOptions, stats *ExportStats) []exportTab
 				return r, []any{r.SessionID, r.Handle}, err
 			}},
 		{kind: KindEvent, keys: []string{"session_id", "sequence"},
-			query: `SELECT session_id, sequence, event_id, type, subject, audience, created_at, body FROM events`,
+			query: selectEventColumns,
 			scan: func(rows *sql.Rows) (any, []any, error) {
 				r := eventRecord{Kind: KindEvent}
 				var audience string

@@ -113,9 +113,13 @@ func (s *Store) AdminSession(ctx context.Context, id string) (*protocol.Session,
 // EventsAfter returns up to limit events of a session with sequence > after,
 // in order, unfiltered. Callers filter with visibility.Visible.
 func (s *Store) EventsAfter(ctx context.Context, sessionID string, after int64, limit int) ([]StoredEvent, error) {
-	return s.queryEvents(ctx, `SELECT session_id, sequence, event_id, type, subject, audience, created_at, body FROM events
+	return s.queryEvents(ctx, selectEventColumns+`
 		WHERE session_id = $1 AND sequence > $2 ORDER BY sequence LIMIT $3`, sessionID, after, limit)
 }
+
+// selectEventColumns reads events as queryEventsOn scans them (and the
+// export, portable_export.go): the caller adds its WHERE and ORDER BY.
+const selectEventColumns = `SELECT session_id, sequence, event_id, type, subject, audience, created_at, body FROM events`
 
 func (s *Store) queryEvents(ctx context.Context, query string, args ...any) ([]StoredEvent, error) {
 	return queryEventsOn(ctx, s.read, query, args...)
@@ -178,7 +182,7 @@ func (s *Store) VisibleEvents(ctx context.Context, sessionID, viewer string, aft
 // candidates returns up to n events after `after` that may be visible to v:
 // exactly those visibility.Visible admits, unless the SQL and Visible disagree.
 func (s *Store) candidates(ctx context.Context, sessionID string, v visibility.View, after int64, n int) ([]StoredEvent, error) {
-	return s.queryEvents(ctx, `SELECT session_id, sequence, event_id, type, subject, audience, created_at, body FROM events
+	return s.queryEvents(ctx, selectEventColumns+`
 		WHERE session_id = $1 AND sequence > $2
 		  AND (sequence <= $3 OR (type = 'session.invited' AND subject = $4) OR audience LIKE $5 ESCAPE '!')
 		ORDER BY sequence LIMIT $6`,

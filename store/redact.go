@@ -24,8 +24,6 @@ import (
 // (payload.initial_message): those copies are replaced by the same
 // tombstone in the same transaction.
 
-const selectEventColumns = `SELECT session_id, sequence, event_id, type, subject, audience, created_at, body FROM events`
-
 // Redact replaces the content of event seq of session sessionID with a
 // tombstone recording who (by), when and why (reason), and clears its
 // search index input, in one transaction. It returns the rewritten events

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/aspd/aspd/internal/search"
 )
 
@@ -176,7 +178,8 @@ func (s *Store) searchStep(ctx context.Context, f SearchFilter, st searchStep) (
 	var rows *sql.Rows
 	var err error
 	if set := s.d.searchSettings(st); set != "" {
-		// A read-only transaction, for the settings' sake alone.
+		// A read-only transaction, for the settings' sake alone (they are
+		// local to it); a step without settings needs none.
 		var tx *sql.Tx
 		if tx, err = s.read.BeginTx(ctx, &sql.TxOptions{ReadOnly: true}); err != nil {
 			return nil, 0, fmt.Errorf("store: search: %w", err)
@@ -212,7 +215,8 @@ func (s *Store) searchStep(ctx context.Context, f SearchFilter, st searchStep) (
 	return out, candidates, nil
 }
 
-// searchSQL is the SELECT of one step of search, and its arguments.
+// searchSQL is the SELECT of one step of search, and its arguments (on
+// PostgreSQL led by pgx's query option, see dialect.planPerRun).
 func (s *Store) searchSQL(f SearchFilter, st searchStep) (string, []any) {
 	var match, filters, bounds []string
 	var args []any
@@ -269,12 +273,17 @@ func (s *Store) searchSQL(f SearchFilter, st searchStep) (string, []any) {
 		filters = append(filters, "e.type = "+arg(f.Type))
 	}
 	// The bounds are on the sort key: the walk reads events_created_at
-	// within them.
+	// within them. Their columns are the walk's CTE's (events, unqualified)
+	// or, in the index steps, those of events e.
+	prefix := "e."
+	if st.walk > 0 {
+		prefix = ""
+	}
 	if f.Since > 0 {
-		bounds = append(bounds, "created_at >= "+arg(f.Since))
+		bounds = append(bounds, prefix+"created_at >= "+arg(f.Since))
 	}
 	if f.Until > 0 {
-		bounds = append(bounds, "created_at < "+arg(f.Until))
+		bounds = append(bounds, prefix+"created_at < "+arg(f.Until))
 	}
 	if c := f.After; c != nil {
 		// Row-value comparison, which both dialects have: strictly after
@@ -282,7 +291,8 @@ func (s *Store) searchSQL(f SearchFilter, st searchStep) (string, []any) {
 		// order. The created_at bound alone is what an index range scan
 		// can use.
 		at := arg(c.CreatedAt)
-		bounds = append(bounds, "created_at <= "+at, fmt.Sprintf("(created_at, session_id, sequence) < (%s, %s, %s)", at, arg(c.SessionID), arg(c.Sequence)))
+		bounds = append(bounds, prefix+"created_at <= "+at,
+			fmt.Sprintf("(%[1]screated_at, %[1]ssession_id, %[1]ssequence) < (%[2]s, %[3]s, %[4]s)", prefix, at, arg(c.SessionID), arg(c.Sequence)))
 	}
 	const order = " ORDER BY %[1]screated_at%[2]s DESC, %[1]ssession_id DESC, %[1]ssequence DESC"
 	cols := "h.session_id, h.sequence, h.event_id, h.type, h.subject, h.audience, h.created_at, h.body, h.search_text"
@@ -293,7 +303,7 @@ func (s *Store) searchSQL(f SearchFilter, st searchStep) (string, []any) {
 		return `SELECT e.session_id, e.sequence FROM ` + from + andWhere(where, "\n\t\t\t") + fmt.Sprintf(order, "e.", plus) + ` LIMIT ` + arg(f.Limit)
 	}
 	conds := append(append([]string{}, match...), filters...)
-	indexed := append(append([]string{}, conds...), prefixed(bounds, "e.")...)
+	indexed := append(append([]string{}, conds...), bounds...)
 	var q string
 	switch {
 	case st.walk > 0:
@@ -315,6 +325,11 @@ func (s *Store) searchSQL(f SearchFilter, st searchStep) (string, []any) {
 			page("events e", indexed, " + 0") + `)`
 	}
 	q += fmt.Sprintf(order, "h.", "")
+	if s.d.planPerRun {
+		// Planned for these arguments, not cached (dialect.planPerRun).
+		// pgx takes the option off before it numbers the arguments.
+		args = append([]any{pgx.QueryExecModeExec}, args...)
+	}
 	return q, args
 }
 
@@ -324,17 +339,6 @@ func andWhere(conds []string, sep string) string {
 		return ""
 	}
 	return sep + " WHERE " + strings.Join(conds, sep+" AND ")
-}
-
-// prefixed qualifies the column names of bounds (created_at, session_id,
-// sequence) with p.
-func prefixed(bounds []string, p string) []string {
-	r := strings.NewReplacer("created_at", p+"created_at", "session_id", p+"session_id", "sequence", p+"sequence")
-	out := make([]string, len(bounds))
-	for i, b := range bounds {
-		out[i] = r.Replace(b)
-	}
-	return out
 }
 
 // backfillBatch is how many events one backfill transaction indexes.

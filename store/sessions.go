@@ -319,9 +319,10 @@ func (s *Store) sendOne(ctx context.Context, req SendMessage) (protocol.SendMess
 // transaction, one message or a whole group-commit batch alike, in two
 // flushes of q (stmtqueue.go): one statement locks every session involved
 // (in id order) and loads its participants, and one loads the idempotency
-// keys in play; each message is appended (appendMessage); then one
-// statement inserts every event and advances every session (writeEvents),
-// and one records the new keys, left queued for the caller's commit. A
+// keys in play; each message is appended (appendMessage); then the insert
+// of every event with the advance of every session (queueEvents: one
+// statement on PostgreSQL) and the statement that records the new keys
+// are queued, left for the caller's commit to send. A
 // request refused by a rule gets its own error in its result; any other
 // error fails the transaction, and is returned (or comes with the commit).
 // Each session's Commit goes to the first request that appended to it,

@@ -143,7 +143,6 @@ func (q *pgxQueue) Flush(ctx context.Context) error {
 		}
 		return q.h.observe(err)
 	}
-	q.begun = true
 	return nil
 }
 
@@ -213,11 +212,7 @@ func (s *Store) inQueuedTx(ctx context.Context, fn func(q stmtQueue) error) erro
 			return q.Flush(ctx)
 		})
 	}
-	err := s.runPgxTx(ctx, fn)
-	if retryTx(err) {
-		err = s.runPgxTx(ctx, fn)
-	}
-	return err
+	return retryLostTx(func() error { return s.runPgxTx(ctx, fn) })
 }
 
 // runPgxTx is runTx on a pgx connection of the pool.
@@ -225,18 +220,8 @@ func (s *Store) runPgxTx(ctx context.Context, fn func(q stmtQueue) error) (err e
 	if s.closed.Load() {
 		return ErrClosed
 	}
-	timeout := s.txTimeout
-	if timeout == 0 {
-		timeout = requestTxTimeout
-	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
-	defer cancel()
-	defer func() {
-		if err != nil && ctx.Err() != nil && errors.Is(err, context.DeadlineExceeded) {
-			s.health.fail(err)
-			err = unavailable(err)
-		}
-	}()
+	ctx, end := s.txContext(ctx, s.requestTimeout())
+	defer end(&err)
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return fmt.Errorf("store: begin: %w", s.health.observe(err))

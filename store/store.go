@@ -41,7 +41,7 @@ type Store struct {
 	now   func() time.Time
 	batch *batcher       // group commit of messages; nil = one transaction per message
 	bg    sync.WaitGroup // committers
-	// txTimeout bounds each request transaction (inTx); 0 means
+	// txTimeout bounds each request transaction (inTx, inQueuedTx); 0 means
 	// requestTxTimeout. Tests shorten it.
 	txTimeout time.Duration
 	closed    atomic.Bool // set by Close: writes are ErrClosed
@@ -184,14 +184,28 @@ func (s *Store) migrate(ctx context.Context) error {
 // not accumulate it. A failed COMMIT is not retried (unless the driver says
 // nothing was sent): it may have committed.
 func (s *Store) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
-	timeout := s.txTimeout
-	if timeout == 0 {
-		timeout = requestTxTimeout
+	return retryLostTx(func() error { return s.runTx(ctx, s.requestTimeout(), fn) })
+}
+
+// requestTimeout bounds a request's write transaction: txTimeout, or
+// requestTxTimeout when it is not set.
+func (s *Store) requestTimeout() time.Duration {
+	if s.txTimeout == 0 {
+		return requestTxTimeout
 	}
-	err := s.runTx(ctx, timeout, fn)
+	return s.txTimeout
+}
+
+// retryLostTx runs a write transaction, run, and runs it once more on
+// another connection when it failed in a way that certainly did not commit
+// (retryTx: its connection was lost before COMMIT was sent), and logs the
+// retry. The request transactions of both interfaces (inTx, and
+// inQueuedTx on pgx) retry through it.
+func retryLostTx(run func() error) error {
+	err := run()
 	if retryTx(err) {
 		slog.Debug("store: retrying a transaction whose connection was lost", "err", err)
-		err = s.runTx(ctx, timeout, fn)
+		err = run()
 	}
 	return err
 }
@@ -230,18 +244,8 @@ func (s *Store) runTx(ctx context.Context, timeout time.Duration, fn func(tx *sq
 	if s.closed.Load() {
 		return ErrClosed
 	}
-	ctx = context.WithoutCancel(ctx)
-	if timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, timeout)
-		defer cancel()
-		defer func() {
-			if err != nil && ctx.Err() != nil && errors.Is(err, context.DeadlineExceeded) {
-				s.health.fail(err)
-				err = unavailable(err)
-			}
-		}()
-	}
+	ctx, end := s.txContext(ctx, timeout)
+	defer end(&err)
 	tx, err := s.write.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("store: begin: %w", err)
@@ -266,4 +270,27 @@ func (s *Store) runTx(ctx context.Context, timeout time.Duration, fn func(tx *sq
 		audit.written.Store(true)
 	}
 	return nil
+}
+
+// txContext is the context of a write transaction (runTx, runPgxTx)
+// started from ctx, and end, which the transaction defers with its error.
+// The context does not follow ctx's cancellation (inTx says why) and is
+// bounded by timeout instead (0: unbounded). end releases it and turns the
+// error of a transaction that ran out of its time into ErrUnavailable's
+// kind, reporting it to the health tracker: a lock held elsewhere or a
+// database that does not answer is the store failing to serve.
+func (s *Store) txContext(ctx context.Context, timeout time.Duration) (_ context.Context, end func(err *error)) {
+	ctx = context.WithoutCancel(ctx)
+	if timeout <= 0 {
+		return ctx, func(*error) {}
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	return ctx, func(err *error) {
+		// Before cancel: past it, ctx.Err() is set whatever happened.
+		if *err != nil && ctx.Err() != nil && errors.Is(*err, context.DeadlineExceeded) {
+			s.health.fail(*err)
+			*err = unavailable(*err)
+		}
+		cancel()
+	}
 }

@@ -85,6 +85,10 @@ type App struct {
 
 	opUse     operatorUse    // when operator tokens' last use was written (operator_tokens.go)
 	retention RetentionStats // what retention purged (retention.go)
+	// retentionListed, set by tests, is called with each retention round's
+	// listed sessions before they are purged: a test changes one there (a
+	// reopen) as a request could meanwhile.
+	retentionListed func(ids []string)
 }
 
 // New builds the application layer on st, with its own hub (whose presence

@@ -46,6 +46,3 @@ func (a *App) Redact(ctx context.Context, id string, seq int64, by string, req p
 	}
 	return evs[0].Body, nil
 }
-
-// RedactedCount is the number of events redacted since start.
-func (a *App) RedactedCount() int64 { return a.retention.Redacted.Load() }

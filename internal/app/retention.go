@@ -42,7 +42,6 @@ const sweepLockRetention int64 = 0x61737064_00000003
 type RetentionStats struct {
 	Sessions atomic.Int64 // sessions purged
 	Events   atomic.Int64 // events purged
-	Runs     atomic.Int64 // sweeps that purged at least one session
 	Redacted atomic.Int64 // events redacted (redact.go), counted here beside what retention removes
 }
 
@@ -108,6 +107,9 @@ func (a *App) PurgeExpired(ctx context.Context, now time.Time) (sessions int, ev
 			if err != nil || len(ids) == 0 {
 				return err
 			}
+			if a.retentionListed != nil {
+				a.retentionListed(ids)
+			}
 			purgedAny := false
 			for _, id := range ids {
 				// The longest batch is how long the purge held the write lock
@@ -125,11 +127,14 @@ func (a *App) PurgeExpired(ctx context.Context, now time.Time) (sessions int, ev
 				if err != nil {
 					return err
 				}
-				a.hub.Forget(id)
-				if a.node != nil {
-					a.node.Forget(id)
-				}
 				if purged {
+					// Only a purged session's copies go: one reopened
+					// since it was listed is live, and its ring (this
+					// node's and the others') still serves its agents.
+					a.hub.Forget(id)
+					if a.node != nil {
+						a.node.Forget(id)
+					}
 					purgedAny = true
 					sessions++
 					a.retention.Sessions.Add(1)
@@ -149,7 +154,6 @@ func (a *App) PurgeExpired(ctx context.Context, now time.Time) (sessions int, ev
 		err = sweep(ctx)
 	}
 	if sessions > 0 {
-		a.retention.Runs.Add(1)
 		a.log.Info("retention sweep purged sessions ended before the cutoff", "sessions", sessions, "events", events,
 			"ended_before", time.UnixMilli(cutoff).UTC().Format(time.RFC3339), "retention", rc.ClosedSessions)
 	}
