@@ -317,9 +317,10 @@ func (s *Store) sendOne(ctx context.Context, req SendMessage) (protocol.SendMess
 
 // appendMessages applies the message rule to every request in q's
 // transaction, one message or a whole group-commit batch alike, in two
-// flushes of q (stmtqueue.go): one statement locks every session involved
-// (in id order) and loads its participants, and one loads the idempotency
-// keys in play; each message is appended (appendMessage); then the insert
+// flushes of q (stmtqueue.go), three when a session's cached participants
+// are stale: one statement locks every session involved (in id order),
+// whose participants come from the member cache (members.go) or are read
+// beside it, and one loads the idempotency keys in play; each message is appended (appendMessage); then the insert
 // of every event with the advance of every session (queueEvents: one
 // statement on PostgreSQL) and the statement that records the new keys
 // are queued, left for the caller's commit to send. A
