@@ -236,7 +236,8 @@ func (d dialect) searchWalkFrom() string {
 //     table: at 10M events, seconds. The index steps exist to read index
 //     hits only, so the sequential scan is priced out
 //     (TestSearchPlansOnGrownStore checks the plans).
-//   - statement_timeout = searchIndexBudget, for the capped index step:
+//   - statement_timeout = the step's budget (searchIndexBudget for the
+//     capped index step, searchAllHitsBudget for the one after it):
 //     a term common in the log but absent from its newest events makes the
 //     index step read its whole posting lists before the cap can stop it
 //     (a word in 60% of a million events: a second on the loaded test
@@ -252,8 +253,8 @@ func (d dialect) searchSettings(st searchStep) string {
 		return ""
 	}
 	q := "SELECT set_config('enable_seqscan', 'off', true)"
-	if st.limit > 0 {
-		q += fmt.Sprintf(", set_config('statement_timeout', '%d', true)", searchIndexBudget.Milliseconds())
+	if st.budget > 0 {
+		q += fmt.Sprintf(", set_config('statement_timeout', '%d', true)", st.budget.Milliseconds())
 	}
 	return q
 }

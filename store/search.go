@@ -115,10 +115,31 @@ const (
 // spends it.
 var searchIndexBudget = 100 * time.Millisecond
 
+// searchAllHitsBudget is the time the index step with every hit may take
+// on PostgreSQL when it follows a capped index step that ran out of its
+// own budget; past it, search walks further (searchWalksOverBudget). A
+// variable for the test that spends it.
+var searchAllHitsBudget = 500 * time.Millisecond
+
+// searchWalksOverBudget are the walks search takes for a term whose index
+// steps ran out of their budgets: its index hits are too many to sort (a
+// common word; a phrase of common words, which the word index answers
+// with a recheck of every event holding both), and at ten million events
+// the index step with every hit took past the request's limit (503) for
+// a common word absent from the newest 50,000 events. A walk costs its
+// length whatever the log's size; each is four times the last, so
+// together they cost at most a third more than the last one.
+var searchWalksOverBudget = []int{4 * searchWalkLong, 16 * searchWalkLong}
+
 // searchStep is one step of search: a walk of the newest walk events, or
-// (walk 0) the index hits, at most limit of them (0: all).
+// (walk 0) the index hits, at most limit of them (0: all). budget, when
+// not 0, bounds an index step's time on PostgreSQL (searchSettings);
+// ifOverBudget: the step runs only once the capped index step ran out of
+// its budget.
 type searchStep struct {
-	walk, limit int
+	walk, limit  int
+	budget       time.Duration
+	ifOverBudget bool
 }
 
 // search answers in bounded steps, because no single plan serves both
@@ -143,29 +164,45 @@ type searchStep struct {
 //     term's posting lists are read whole before the cap can stop the scan.
 //  4. A walk of searchWalkLong events, for a term with more hits than
 //     that (or than the budget allowed) but few among the newest events.
-//  5. The index step with every hit: only for a term with more than
-//     searchIndexCap hits none of which is among the newest
-//     searchWalkLong events.
+//  5. For a term whose capped index step ran out of its budget: the
+//     index step with every hit, within searchAllHitsBudget (a rare term
+//     whose trigrams are common is answered here), then walks of 200,000
+//     and 800,000 events (searchWalksOverBudget) for a term with too many
+//     hits to sort.
+//  6. The index step with every hit: only for a term with more than
+//     searchIndexCap hits too few of which are among the newest events
+//     the walks read.
 //
 // A walk's page is the answer only when it is full: the newest hits among
 // the newest events are then the newest hits overall.
 func (s *Store) search(ctx context.Context, f SearchFilter) ([]SearchHit, error) {
 	steps := []searchStep{{walk: searchWalkShort}}
+	overBudget := false
 	for i := 0; i < len(steps); i++ {
 		st := steps[i]
+		if st.ifOverBudget && !overBudget {
+			continue
+		}
 		hits, candidates, err := s.searchStep(ctx, f, st)
 		switch {
-		case err != nil && st.limit > 0 && ctx.Err() == nil && s.d.searchBudgetSpent(err):
+		case err != nil && st.budget > 0 && ctx.Err() == nil && s.d.searchBudgetSpent(err):
+			overBudget = true
 			continue // as if over the cap: the next steps answer
 		case err != nil:
 			return nil, err
 		case st.walk > 0 && len(hits) >= f.Limit,
 			st.walk == 0 && (st.limit == 0 || candidates <= st.limit):
 			return hits, nil
-		case i == 0 && len(hits) >= 2 && 2*searchWalkShort*f.Limit/len(hits) < searchWalkLong:
-			steps = append(steps, searchStep{walk: 2 * searchWalkShort * f.Limit / len(hits)}, searchStep{limit: searchIndexCap}, searchStep{walk: searchWalkLong}, searchStep{})
 		case i == 0:
-			steps = append(steps, searchStep{limit: searchIndexCap}, searchStep{walk: searchWalkLong}, searchStep{})
+			if len(hits) >= 2 && 2*searchWalkShort*f.Limit/len(hits) < searchWalkLong {
+				steps = append(steps, searchStep{walk: 2 * searchWalkShort * f.Limit / len(hits)})
+			}
+			steps = append(steps, searchStep{limit: searchIndexCap, budget: searchIndexBudget}, searchStep{walk: searchWalkLong},
+				searchStep{budget: searchAllHitsBudget, ifOverBudget: true})
+			for _, n := range searchWalksOverBudget {
+				steps = append(steps, searchStep{walk: n, ifOverBudget: true})
+			}
+			steps = append(steps, searchStep{})
 		}
 	}
 	panic("unreachable: the last step always answers")

@@ -77,7 +77,7 @@ var planFilters = map[string]func(f *SearchFilter){
 
 // planSteps are the steps of search whose plans are checked: a walk, the
 // capped index step and the index step with every hit.
-var planSteps = []searchStep{{walk: searchWalkShort}, {limit: searchIndexCap}, {}}
+var planSteps = []searchStep{{walk: searchWalkShort}, {limit: searchIndexCap, budget: searchIndexBudget}, {}}
 
 // planCase is one query shape with one filter.
 type planCase struct {
@@ -155,8 +155,10 @@ func TestSearchPlansOnGrownStore(t *testing.T) {
 	}
 	// With the index step's time budget spent at once (1 ms), the next
 	// steps still give the exact answer.
-	defer func(b time.Duration) { searchIndexBudget = b }(searchIndexBudget)
-	searchIndexBudget = time.Millisecond
+	// Both budgets spent at once: the walks of searchWalksOverBudget
+	// answer.
+	defer func(b, all time.Duration) { searchIndexBudget, searchAllHitsBudget = b, all }(searchIndexBudget, searchAllHitsBudget)
+	searchIndexBudget, searchAllHitsBudget = time.Millisecond, time.Millisecond
 	for _, c := range planCases(t) {
 		if !strings.HasSuffix(c.name, ", no filter") {
 			continue
