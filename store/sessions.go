@@ -320,10 +320,11 @@ func (s *Store) sendOne(ctx context.Context, req SendMessage) (protocol.SendMess
 // flushes of q (stmtqueue.go), three when a session's cached participants
 // are stale: one statement locks every session involved (in id order),
 // whose participants come from the member cache (members.go) or are read
-// beside it, and one loads the idempotency keys in play; each message is appended (appendMessage); then the insert
-// of every event with the advance of every session (queueEvents: one
-// statement on PostgreSQL) and the statement that records the new keys
-// are queued, left for the caller's commit to send. A
+// beside it, and one loads the idempotency keys in play; each message is
+// appended (appendMessage); then the insert of every event with the
+// advance of every session (queueEvents: one statement on PostgreSQL) and
+// the statement that records the new keys are queued, left for the
+// caller's commit to send. A
 // request refused by a rule gets its own error in its result; any other
 // error fails the transaction, and is returned (or comes with the commit).
 // Each session's Commit goes to the first request that appended to it,

@@ -102,8 +102,9 @@ type sessionTx struct {
 	sendAndEnd bool
 	parts      map[string]*participant
 	order      []string // participant handles in insertion order
-	// membersVersion is the session row's members_version as locked;
-	// sharedParts marks parts and order as a cached snapshot (members.go),
+	// membersVersion is the session row's members_version as the message
+	// path locked it (queueLockForMessages; other paths do not read it,
+	// save moves it in SQL); sharedParts marks parts and order as a cached snapshot (members.go),
 	// which participant copies before its first change.
 	membersVersion int64
 	sharedParts    bool
@@ -141,7 +142,7 @@ func (s *Store) lockSession(ctx context.Context, tx *sql.Tx, id string) (*sessio
 // cannot deadlock.
 func (s *Store) queueLockSessions(ctx context.Context, q stmtQueue, ids []string, out map[string]*sessionTx) {
 	in, args := s.d.inStrings("s.id", ids, 1)
-	q.Query("lock sessions", `SELECT s.id, s.topic, s.state, s.created_by, s.created_at, s.ended_at, s.last_seq, s.send_and_end, s.members_version,
+	q.Query("lock sessions", `SELECT s.id, s.topic, s.state, s.created_by, s.created_at, s.ended_at, s.last_seq, s.send_and_end,
 			p.handle, p.status, p.visible_through, p.last_change_seq, p.disconnected, p.invited_at, p.joined_at, p.left_at
 		FROM sessions s JOIN participants p ON p.session_id = s.id
 		WHERE `+in+` ORDER BY s.id, COALESCE(p.invited_at, p.joined_at), p.handle`+s.d.forUpdateOfSessions, args, func(rows rowScanner) error {
@@ -149,14 +150,14 @@ func (s *Store) queueLockSessions(ctx context.Context, q stmtQueue, ids []string
 		for rows.Next() {
 			var r sessionTx
 			p := &participant{}
-			if err := rows.Scan(&r.id, &r.topic, &r.state, &r.createdBy, &r.createdAt, &r.endedAt, &r.lastSeq, &r.sendAndEnd, &r.membersVersion,
+			if err := rows.Scan(&r.id, &r.topic, &r.state, &r.createdBy, &r.createdAt, &r.endedAt, &r.lastSeq, &r.sendAndEnd,
 				&p.handle, &p.status, &p.visibleThrough, &p.lastChangeSeq, &p.disconnected, &p.invitedAt, &p.joinedAt, &p.leftAt); err != nil {
 				return err
 			}
 			t := out[r.id]
 			if t == nil {
 				t = &sessionTx{ctx: ctx, q: q, d: s.d, now: now, id: r.id, topic: r.topic, state: r.state, createdBy: r.createdBy,
-					createdAt: r.createdAt, endedAt: r.endedAt, lastSeq: r.lastSeq, sendAndEnd: r.sendAndEnd, membersVersion: r.membersVersion,
+					createdAt: r.createdAt, endedAt: r.endedAt, lastSeq: r.lastSeq, sendAndEnd: r.sendAndEnd,
 					parts: map[string]*participant{}, dirty: map[string]bool{}}
 				out[r.id] = t
 			}
