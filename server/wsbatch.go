@@ -146,12 +146,29 @@ func (h *batchHijacker) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 		return nil, nil, err
 	}
 	h.conn = &batchConn{Conn: nc}
-	// The library writes through brw.Writer, which it points at the conn it
-	// is handed (extractBufioWriterBuf); reset it here too, so no write can
-	// reach the socket past the batchConn.
-	brw.Writer.Reset(h.conn)
-	return h.conn, brw, nil
+	// net/http hands over 4 KiB read and write buffers, which the library
+	// keeps for the connection's life: two thirds of an idle connection's
+	// heap. Smaller ones take their place. Writing, the batchConn is the
+	// buffer that counts (a frame larger than wsWriteBuffer reaches it in
+	// two or three appends, not one); reading, frames are small (acks,
+	// pongs) and a larger payload is read straight into the library's
+	// buffer. A client that sent bytes after its upgrade request, already
+	// in net/http's buffer, keeps that buffer: the library reads what is
+	// buffered there first, and only there.
+	br := brw.Reader
+	if br.Buffered() == 0 {
+		br = bufio.NewReaderSize(nc, wsReadBuffer)
+	}
+	// Every write goes through h.conn, so none reaches the socket past the
+	// batchConn.
+	return h.conn, bufio.NewReadWriter(br, bufio.NewWriterSize(h.conn, wsWriteBuffer)), nil
 }
+
+// The buffers a WebSocket connection keeps (net/http's are 4 KiB each).
+const (
+	wsReadBuffer  = 512
+	wsWriteBuffer = 1024
+)
 
 // Unwrap lets http.ResponseController reach the response writer below.
 func (h *batchHijacker) Unwrap() http.ResponseWriter { return h.ResponseWriter }

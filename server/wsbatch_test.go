@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -195,5 +196,93 @@ func TestWSBatchAbort(t *testing.T) {
 	}
 	if err := tr.Write(context.Background(), []byte(`{}`)); err == nil {
 		t.Fatal("a write after the abort succeeded")
+	}
+}
+
+// TestWSBatchFramesLargerThanTheBuffer: frames of every size around the
+// connection's small write buffer (1024) still leave a batch in
+// one write, and arrive whole and in order.
+func TestWSBatchFramesLargerThanTheBuffer(t *testing.T) {
+	tr, client, ln := wsPair(t)
+	client.SetReadLimit(1 << 20)
+	sizes := []int{1, 1024 - 20, 1024 - 1, 1024, 1024 + 1, 3*1024 + 7, 200 << 10, 5}
+	var want []string
+	before := ln.writes.Load()
+	for i, n := range sizes {
+		msg := fmt.Sprintf(`"%d:%s"`, i, strings.Repeat(string(rune('a'+i)), n))
+		want = append(want, msg)
+		if err := tr.Write(context.Background(), []byte(msg)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tr.Flush(time.Now().Add(5 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if w := ln.writes.Load() - before; w != 1 {
+		t.Fatalf("%d socket writes for one batch, want 1", w)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for i := range want {
+		_, msg, err := client.Read(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(msg) != want[i] {
+			t.Fatalf("message %d: %d bytes, want %d", i, len(msg), len(want[i]))
+		}
+	}
+}
+
+// TestWSEarlyFrameAfterUpgrade: a client that sends a frame in the same
+// packet as its upgrade request (so it sits in net/http's read buffer at the
+// hijack) has it read: its ping is answered.
+func TestWSEarlyFrameAfterUpgrade(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hj := &batchHijacker{ResponseWriter: w}
+		ws, err := websocket.Accept(hj, r, nil)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		go func() { // answers pings
+			for {
+				if _, _, err := ws.Read(context.Background()); err != nil {
+					return
+				}
+			}
+		}()
+	}))
+	t.Cleanup(srv.Close)
+	nc, err := net.Dial("tcp", srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	_ = nc.SetDeadline(time.Now().Add(10 * time.Second))
+	payload := []byte("early-ping")
+	mask := [4]byte{1, 2, 3, 4}
+	frame := []byte{0x89, 0x80 | byte(len(payload))} // FIN+ping, masked
+	frame = append(frame, mask[:]...)
+	for i, c := range payload {
+		frame = append(frame, c^mask[i%4])
+	}
+	req := "GET / HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n" +
+		"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
+	if _, err := nc.Write(append([]byte(req), frame...)); err != nil { // one write
+		t.Fatal(err)
+	}
+	var got []byte
+	want := append([]byte{0x8a, byte(len(payload))}, payload...) // the pong, unmasked
+	buf := make([]byte, 512)
+	for !bytes.Contains(got, want) {
+		n, err := nc.Read(buf)
+		got = append(got, buf[:n]...)
+		if err != nil {
+			t.Fatalf("no pong for the early ping (read %q): %v", got, err)
+		}
+	}
+	if !bytes.HasPrefix(got, []byte("HTTP/1.1 101")) {
+		t.Fatalf("answer %q, want a 101 first", got)
 	}
 }
