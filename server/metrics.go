@@ -56,6 +56,19 @@ func newMetrics(s *Server, reg *prometheus.Registry) *metrics {
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "aspd_events_redacted_total", Help: "Events redacted by an operator since start.",
 		}, func() float64 { return float64(s.app.RetentionStats().Redacted.Load()) }))
+	for _, result := range []string{"hit", "miss"} {
+		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name:        "aspd_store_guessed_appends_total",
+			Help:        "Lone messages appended in one database round trip on this node's copy of the session row (hit), and those that found the row changed by another node or path (miss: one round trip lost, then the locking path).",
+			ConstLabels: prometheus.Labels{"result": result},
+		}, func() float64 {
+			hits, misses := s.app.Store().Guesses()
+			if result == "hit" {
+				return float64(hits)
+			}
+			return float64(misses)
+		}))
+	}
 	m.handler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
 	return m
 }

@@ -123,6 +123,12 @@ func (s *Store) commitBatch(calls []*sendCall) {
 		}
 		live = append(live, i)
 	}
+	if len(live) == 1 {
+		if r, ok := s.appendCached(context.Background(), &calls[live[0]].req); ok {
+			results[live[0]] = sendResult{resp: r.resp, commit: r.commit, err: memberError(r.err)}
+			live = nil
+		}
+	}
 	if len(live) > 0 {
 		reqs := make([]*SendMessage, len(live))
 		for j, i := range live {

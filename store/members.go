@@ -1,6 +1,10 @@
 package store
 
-import "sync"
+import (
+	"database/sql"
+	"sync"
+	"time"
+)
 
 // The message path reads each session's participants to check the sender
 // and to compute who hears of the message. Participants change rarely
@@ -31,11 +35,14 @@ type members struct {
 
 // memberCache holds members by session id.
 type memberCache struct {
-	mu sync.Mutex
-	m  map[string]*members
+	mu   sync.Mutex
+	m    map[string]*members
+	rows map[string]sessionRow
 }
 
-func newMemberCache() *memberCache { return &memberCache{m: map[string]*members{}} }
+func newMemberCache() *memberCache {
+	return &memberCache{m: map[string]*members{}, rows: map[string]sessionRow{}}
+}
 
 // has reports whether id has members cached, of any version.
 func (c *memberCache) has(id string) bool {
@@ -86,5 +93,97 @@ func (c *memberCache) forget(id string) {
 	}
 	c.mu.Lock()
 	delete(c.m, id)
+	delete(c.rows, id)
 	c.mu.Unlock()
+}
+
+// The session rows the message path last wrote, for appendCached
+// (fastappend.go): with them and the members of their version, a lone
+// message needs no lock read. Like the members, a row is only a guess: the
+// append that uses it checks last_seq, members_version and state in its
+// own UPDATE, and a wrong guess costs a round trip, never a wrong answer.
+
+// rowMissPause: after a guess failed (another node, or another path on
+// this one, wrote the session), the session's messages take the lock path
+// for this long, so that two nodes writing one session do not pay a failed
+// guess per message.
+const rowMissPause = time.Second
+
+// sessionRow is the part of a session row the message rule reads.
+type sessionRow struct {
+	topic, state, createdBy string
+	createdAt               int64
+	endedAt                 sql.NullInt64
+	lastSeq                 int64
+	sendAndEnd              bool
+	membersVersion          int64
+	pausedUntil             int64 // unix ms; set by rowMissed
+}
+
+// putRow records t's row as its transaction leaves it.
+func (c *memberCache) putRow(t *sessionTx) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	r := sessionRow{topic: t.topic, state: t.state, createdBy: t.createdBy, createdAt: t.createdAt, endedAt: t.endedAt,
+		lastSeq: t.lastSeq, sendAndEnd: t.sendAndEnd, membersVersion: t.membersVersion}
+	if old, ok := c.rows[t.id]; ok {
+		r.pausedUntil = old.pausedUntil
+	} else if len(c.rows) >= memberCacheSize {
+		for k := range c.rows {
+			delete(c.rows, k)
+			break
+		}
+	}
+	c.rows[t.id] = r
+}
+
+// rowTx returns a sessionTx for id built from its cached row and the
+// members of the row's version, or nil when either is missing or the
+// session is paused.
+func (c *memberCache) rowTx(id string, now int64) *sessionTx {
+	if c == nil {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	r, ok := c.rows[id]
+	if !ok || now < r.pausedUntil {
+		return nil
+	}
+	m := c.m[id]
+	if m == nil || m.version != r.membersVersion {
+		return nil
+	}
+	return &sessionTx{now: now, id: id, topic: r.topic, state: r.state, createdBy: r.createdBy, createdAt: r.createdAt,
+		endedAt: r.endedAt, lastSeq: r.lastSeq, sendAndEnd: r.sendAndEnd, membersVersion: r.membersVersion,
+		parts: m.parts, order: m.order, sharedParts: true}
+}
+
+// rowMissed pauses id's guesses after one failed.
+func (c *memberCache) rowMissed(id string, now int64) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if r, ok := c.rows[id]; ok {
+		r.pausedUntil = now + rowMissPause.Milliseconds()
+		c.rows[id] = r
+	}
+}
+
+// forgetRows drops the rows of ids, which a path other than the message
+// path is about to change (its own change would make the next guess fail).
+func (c *memberCache) forgetRows(ids []string) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, id := range ids {
+		delete(c.rows, id)
+	}
 }

@@ -300,6 +300,9 @@ func (s *Store) SendMessage(ctx context.Context, req SendMessage) (protocol.Send
 
 // sendOne appends one message in its own transaction.
 func (s *Store) sendOne(ctx context.Context, req SendMessage) (protocol.SendMessageResponse, *Commit, error) {
+	if r, ok := s.appendCached(ctx, &req); ok {
+		return r.resp, r.commit, r.err
+	}
 	var r sendResult
 	err := s.inQueuedTx(ctx, func(q stmtQueue) error {
 		results, err := s.appendMessages(ctx, q, []*SendMessage{&req})
@@ -380,6 +383,12 @@ func (s *Store) appendMessages(ctx context.Context, q stmtQueue, reqs []*SendMes
 		}
 	}
 	queueEvents(q, s.d, events, touched)
+	for _, t := range touched {
+		// The next lone message's guess (fastappend.go); were this
+		// transaction not to commit, that guess would fail, and cost a
+		// round trip.
+		s.members.putRow(t)
+	}
 	queueMessageKeysInsert(q, s.d, reqs, results, newKeys)
 	published := map[string]bool{}
 	for i, req := range reqs {

@@ -54,6 +54,7 @@ type Store struct {
 	// members caches sessions' participants for the message path
 	// (members.go); nil disables it.
 	members *memberCache
+	guesses guessStats // appendCached's hits and misses (fastappend.go)
 }
 
 // requestTxTimeout bounds a request's write transaction.
