@@ -68,7 +68,7 @@ bench() {
 	echo "aspd_write_syscalls $(($(syscw) - w0))"
 	# Delivery counters of the run: pings that confirmed, events written.
 	curl -fs -H "Authorization: Bearer $ASPBENCH_ADMIN_TOKEN" "http://$ADDR/metrics" |
-		grep -E '^aspd_(events_delivered_total|delivery_confirms_total|delivery_acks_total|slow_consumers_total|cluster_notify_sent_total|cluster_notify_skipped_total) ' || true
+		grep -E '^aspd_(store_guessed_appends_total\{[^}]*\}|events_delivered_total|delivery_confirms_total|delivery_acks_total|slow_consumers_total|cluster_notify_sent_total|cluster_notify_skipped_total) ' || true
 }
 
 # purge_under_load SEED-COMMAND...: seeds the ended 100,000-event session
