@@ -66,6 +66,10 @@ func openPostgres(url string) (*Store, error) {
 	// (pg_terminate_backend, a restart) has its FATAL message or end of
 	// stream waiting there, and is dropped rather than handed to a request
 	// that would fail on it; the pool then takes another.
+	cfg.AfterConnect = func(_ context.Context, c *pgx.Conn) error {
+		registerArrayCodecs(c) // pgarrays.go
+		return nil
+	}
 	cfg.PrepareConn = func(_ context.Context, c *pgx.Conn) (bool, error) {
 		return !connClosedByPeer(c.PgConn().Conn()), nil
 	}
@@ -115,7 +119,7 @@ func openSQLite(path string) (*Store, error) {
 // per value on SQLite.
 func (d dialect) inStrings(col string, vals []string, first int) (string, []any) {
 	if d.arrayParams {
-		return fmt.Sprintf("%s = ANY($%d)", col, first), []any{vals}
+		return fmt.Sprintf("%s = ANY($%d)", col, first), []any{textArray(vals)}
 	}
 	in, args := inList(vals, first)
 	return col + " IN (" + in + ")", args

@@ -542,7 +542,7 @@ func queueEventArrays(q stmtQueue, d dialect, events []StoredEvent, advance []*s
 		sid[i], seq[i], eid[i], typ[i], subj[i], aud[i], at[i], body[i], text[i], words[i] =
 			e.SessionID, e.Sequence, e.EventID, e.Type, e.Subject, encodeAudience(e.Audience), e.CreatedAt, string(e.Body), in.text, in.words
 	}
-	args := []any{sid, seq, eid, typ, subj, aud, at, body, text, words}
+	args := []any{textArray(sid), int8Array(seq), textArray(eid), textArray(typ), textArray(subj), textArray(aud), int8Array(at), textArray(body), textArray(text), textArray(words)}
 	if len(advance) == 0 {
 		q.Exec("insert events", insertEventArrays, args)
 		return
@@ -555,7 +555,7 @@ func queueEventArrays(q stmtQueue, d dialect, events []StoredEvent, advance []*s
 			ended[i] = &t.endedAt.Int64
 		}
 	}
-	q.Exec("append events", appendEventArrays, append(args, id, state, ended, last, sae))
+	q.Exec("append events", appendEventArrays, append(args, textArray(id), textArray(state), ended, int8Array(last), sae))
 }
 
 // queueOneEvent is queueEvents for the message path's commonest case, one
