@@ -33,3 +33,23 @@ func (s *Store) ExecForTest(ctx context.Context, query string) error {
 
 // SetTxTimeoutForTest shortens the bound on request transactions.
 func (s *Store) SetTxTimeoutForTest(d time.Duration) { s.txTimeout = d }
+
+// SearchStepsForTest runs a first walk, the capped index step and the
+// index step with every hit of search on f, each alone: on a small store
+// the walk reads every event and answers, so the search tests check the
+// index steps' SQL this way.
+func (s *Store) SearchStepsForTest(ctx context.Context, f SearchFilter) (map[string][]SearchHit, error) {
+	out := map[string][]SearchHit{}
+	for name, st := range map[string]searchStep{
+		"walk":         {walk: searchWalkShort},
+		"capped index": {limit: searchIndexCap, budget: searchIndexBudget},
+		"every hit":    {},
+	} {
+		hits, _, err := s.searchStep(ctx, f, st)
+		if err != nil {
+			return nil, err
+		}
+		out[name] = hits
+	}
+	return out, nil
+}

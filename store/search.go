@@ -110,14 +110,13 @@ const (
 	searchWalkLong = 50000
 )
 
-// searchIndexBudget is the time the capped index step may take on
-// PostgreSQL (dialect.searchSettings). A variable for the test that
-// spends it.
+// searchIndexBudget is the time the capped index step may take: on
+// PostgreSQL its statement_timeout (dialect.searchSettings), on SQLite its
+// context, which interrupts it. A variable for the test that spends it.
 var searchIndexBudget = 100 * time.Millisecond
 
 // searchAllHitsBudget is the time the index step with every hit may take
-// on PostgreSQL when it follows a capped index step that ran out of its
-// own budget; past it, search walks further (searchWalksOverBudget). A
+// when it follows a capped index step that ran out of its own budget; past it, search walks further (searchWalksOverBudget). A
 // variable for the test that spends it.
 var searchAllHitsBudget = 500 * time.Millisecond
 
@@ -159,9 +158,10 @@ type searchStep struct {
 //  3. The index step: the word and trigram indexes' hits, at most
 //     searchIndexCap of them, ordered in memory (by created_at + 0, which
 //     no index provides, so that the planner cannot choose the walk). A
-//     term with fewer hits is answered here, whatever the log's size. On
-//     PostgreSQL it also has a time budget, searchIndexBudget: a common
-//     term's posting lists are read whole before the cap can stop the scan.
+//     term with fewer hits is answered here, whatever the log's size. It
+//     also has a time budget, searchIndexBudget: a common term's posting
+//     lists (PostgreSQL) or FTS5 hits (SQLite, with a filter that leaves
+//     few of them) are read whole before the cap can stop the scan.
 //  4. A walk of searchWalkLong events, for a term with more hits than
 //     that (or than the budget allowed) but few among the newest events.
 //  5. For a term whose capped index step ran out of its budget: the
@@ -173,8 +173,10 @@ type searchStep struct {
 //     searchIndexCap hits too few of which are among the newest events
 //     the walks read.
 //
-// A walk's page is the answer only when it is full: the newest hits among
-// the newest events are then the newest hits overall.
+// A walk's page is the answer when it is full (the newest hits among the
+// newest events are then the newest hits overall) or when the walk read
+// fewer events than its length: it read every event within the bounds
+// (since, until, the cursor), so its hits are all of them.
 func (s *Store) search(ctx context.Context, f SearchFilter) ([]SearchHit, error) {
 	steps := []searchStep{{walk: searchWalkShort}}
 	overBudget := false
@@ -183,14 +185,17 @@ func (s *Store) search(ctx context.Context, f SearchFilter) ([]SearchHit, error)
 		if st.ifOverBudget && !overBudget {
 			continue
 		}
+		if searchStepRan != nil {
+			searchStepRan(st)
+		}
 		hits, candidates, err := s.searchStep(ctx, f, st)
 		switch {
-		case err != nil && st.budget > 0 && ctx.Err() == nil && s.d.searchBudgetSpent(err):
+		case err != nil && st.budget > 0 && ctx.Err() == nil && (errors.Is(err, errSearchBudget) || s.d.searchBudgetSpent(err)):
 			overBudget = true
 			continue // as if over the cap: the next steps answer
 		case err != nil:
 			return nil, err
-		case st.walk > 0 && len(hits) >= f.Limit,
+		case st.walk > 0 && (len(hits) >= f.Limit || candidates < st.walk),
 			st.walk == 0 && (st.limit == 0 || candidates <= st.limit):
 			return hits, nil
 		case i == 0:
@@ -208,9 +213,32 @@ func (s *Store) search(ctx context.Context, f SearchFilter) ([]SearchHit, error)
 	panic("unreachable: the last step always answers")
 }
 
+// searchStepRan, when set (by a test), sees every step search runs.
+var searchStepRan func(searchStep)
+
 // searchStep runs one step of search: its hits and, for an index step
-// with a limit, how many candidates it found (at most limit + 1).
+// with a limit, how many candidates it found (at most limit + 1), for a
+// walk how many events it read.
 func (s *Store) searchStep(ctx context.Context, f SearchFilter, st searchStep) ([]SearchHit, int, error) {
+	if st.budget > 0 && !s.d.searchBudgetInSQL() {
+		// No budget in SQL on this dialect (SQLite): the step's context
+		// ends at the budget, which interrupts the statement.
+		budgetCtx, cancel := context.WithTimeout(ctx, st.budget)
+		defer cancel()
+		hits, n, err := s.runSearchStep(budgetCtx, f, st)
+		if err != nil && ctx.Err() == nil && budgetCtx.Err() != nil {
+			return nil, 0, fmt.Errorf("%w: %w", errSearchBudget, err)
+		}
+		return hits, n, err
+	}
+	return s.runSearchStep(ctx, f, st)
+}
+
+// errSearchBudget: a step ran out of its time budget (on a dialect whose
+// budget is the step's context).
+var errSearchBudget = errors.New("store: search step over its time budget")
+
+func (s *Store) runSearchStep(ctx context.Context, f SearchFilter, st searchStep) ([]SearchHit, int, error) {
 	q, args := s.searchSQL(f, st)
 	var rows *sql.Rows
 	var err error
@@ -241,6 +269,9 @@ func (s *Store) searchStep(ctx context.Context, f SearchFilter, st searchStep) (
 		e := &h.Event
 		if err := rows.Scan(&e.SessionID, &e.Sequence, &e.EventID, &e.Type, &e.Subject, &audience, &e.CreatedAt, &body, &h.Text, &candidates); err != nil {
 			return nil, 0, fmt.Errorf("store: search: %w", err)
+		}
+		if e.SessionID == "" {
+			continue // a walk's row without a hit (searchSQL)
 		}
 		e.Audience = decodeAudience(audience)
 		e.Body = []byte(body)
@@ -341,14 +372,23 @@ func (s *Store) searchSQL(f SearchFilter, st searchStep) (string, []any) {
 	}
 	conds := append(append([]string{}, match...), filters...)
 	indexed := append(append([]string{}, conds...), bounds...)
-	var q string
+	q, outer := "", "h."
 	switch {
 	case st.walk > 0:
 		// The walked events, w, computed once (the SQLite match reads
 		// their lowest rowid).
+		// Every row carries how many events the walk read; with no hit,
+		// one row of empty columns carries it alone. A walk that read
+		// fewer than its length read every event within the bounds, so its
+		// hits are all there are (search).
 		q = `WITH w AS MATERIALIZED (SELECT ` + s.d.searchWalkColumns() + ` FROM ` + s.d.searchWalkFrom() + andWhere(bounds, "") +
-			fmt.Sprintf(order, "", "") + ` LIMIT ` + arg(st.walk) + `)
-		SELECT ` + cols + `, 0 FROM events h WHERE (h.session_id, h.sequence) IN (` + page("w e", conds, "") + `)`
+			fmt.Sprintf(order, "", "") + ` LIMIT ` + arg(st.walk) + `),
+		p AS MATERIALIZED (` + page("w e", conds, "") + `)
+		SELECT * FROM (SELECT ` + cols + `, (SELECT count(*) FROM w) AS walked FROM events h
+			WHERE (h.session_id, h.sequence) IN (SELECT session_id, sequence FROM p)
+		UNION ALL
+		SELECT '', 0, '', '', '', '', 0, '', '', (SELECT count(*) FROM w) WHERE NOT EXISTS (SELECT 1 FROM p)) walk`
+		outer = "walk."
 	case st.limit > 0:
 		// The candidates, at most limit + 1 (one more tells that there
 		// are more), in no order: the scan stops at limit + 1.
@@ -361,7 +401,7 @@ func (s *Store) searchSQL(f SearchFilter, st searchStep) (string, []any) {
 		q = `SELECT ` + cols + `, 0 FROM events h WHERE (h.session_id, h.sequence) IN (` +
 			page("events e", indexed, " + 0") + `)`
 	}
-	q += fmt.Sprintf(order, "h.", "")
+	q += fmt.Sprintf(order, outer, "")
 	if s.d.planPerRun {
 		// Planned for these arguments, not cached (dialect.planPerRun).
 		// pgx takes the option off before it numbers the arguments.

@@ -70,6 +70,9 @@ var planFilters = map[string]func(f *SearchFilter){
 	"participant": func(f *SearchFilter) { f.Participant = "@plan.a7" },
 	"sender":      func(f *SearchFilter) { f.Sender = "@plan.a7" },
 	"since":       func(f *SearchFilter) { f.Since = 1700000000000 + 40*40000 },
+	// The newest 500 of the grown store's 60,000 events: fewer than the
+	// first walk reads, so that walk answers (TestSearchPlansOnGrownStore).
+	"recent": func(f *SearchFilter) { f.Since = 1700000000000 + 40*59500 },
 	"cursor": func(f *SearchFilter) {
 		f.After = &SearchCursor{CreatedAt: 1700000000000 + 40*30000, SessionID: "sess_" + strings.Repeat("0", 23) + "300", Sequence: 1}
 	},
@@ -141,7 +144,10 @@ func TestSearchPlansOnGrownStore(t *testing.T) {
 				t.Errorf("%s: the index step reads events_created_at without a time bound:\n%s", where, plan)
 			}
 		}
+		steps := 0
+		searchStepRan = func(searchStep) { steps++ }
 		got, err := s.search(ctx, f)
+		searchStepRan = nil
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -151,6 +157,11 @@ func TestSearchPlansOnGrownStore(t *testing.T) {
 		}
 		if !slices.Equal(hitKeys(got), hitKeys(want)) {
 			t.Errorf("%s: search gave %v, sorting every index hit gave %v", c.name, hitKeys(got), hitKeys(want))
+		}
+		// A walk that read every event within the bounds answers, hits
+		// or none: the rare and absent terms too.
+		if strings.HasSuffix(c.name, ", recent") && steps != 1 {
+			t.Errorf("%s: %d steps, want the first walk alone (it read all 500 events in range)", c.name, steps)
 		}
 	}
 	// With the index step's time budget spent at once (1 ms), the next
@@ -262,5 +273,63 @@ func TestSearchPlansOnSQLite(t *testing.T) {
 				t.Errorf("%s: the walk does not read events_created_at:\n%s", where, p)
 			}
 		}
+	}
+}
+
+// On SQLite a step's time budget is its context: with the budgets spent at
+// once, the capped index step gives up (it would have answered: its hits
+// are few) and the walk after it answers, with the hits that sorting
+// every index hit gives.
+func TestSearchBudgetOnSQLite(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(ctx, dbtest.SQLite(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for _, q := range []string{
+		`WITH RECURSIVE g(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM g WHERE i < 29)
+		INSERT INTO sessions (id, topic, state, created_by, created_at, last_seq) SELECT printf('sess_%026d', i), '', 'active', '@p.a', 1700000000000 + i, 100 FROM g`,
+		`INSERT INTO participants (session_id, handle, status, visible_through)
+		SELECT id, CASE WHEN created_at < 1700000000003 THEN '@p.a' ELSE '@p.b' END, 'joined', 9223372036854775807 FROM sessions`,
+		`WITH RECURSIVE g(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM g WHERE i < 2999)
+		INSERT INTO events (session_id, sequence, event_id, type, subject, created_at, body, search_text)
+		SELECT printf('sess_%026d', i / 100), i % 100 + 1, printf('evt_%026d', i), 'session.message', '@p.a', 1700000000000 + i * 40, '{}',
+			'alpha beta number ' || i FROM g`,
+		`ANALYZE`,
+	} {
+		if _, err := s.write.ExecContext(ctx, q); err != nil {
+			t.Fatalf("%v\n%s", err, q)
+		}
+	}
+	q, err := search.Parse("alpha")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := SearchFilter{Query: q, Limit: 20, Participant: "@p.a"} // the oldest 300 events: none among the newest 1,000
+	want, _, err := s.searchStep(ctx, f, searchStep{})
+	if err != nil || len(want) != 20 {
+		t.Fatalf("every index hit: %d hits, %v", len(want), err)
+	}
+	run := func() int {
+		steps := 0
+		searchStepRan = func(searchStep) { steps++ }
+		defer func() { searchStepRan = nil }()
+		got, err := s.search(ctx, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(hitKeys(got), hitKeys(want)) {
+			t.Fatalf("search gave %v, sorting every index hit gave %v", hitKeys(got), hitKeys(want))
+		}
+		return steps
+	}
+	if n := run(); n != 2 {
+		t.Fatalf("%d steps within the budget, want 2 (the walk, then the capped index step answers)", n)
+	}
+	defer func(b, all time.Duration) { searchIndexBudget, searchAllHitsBudget = b, all }(searchIndexBudget, searchAllHitsBudget)
+	searchIndexBudget, searchAllHitsBudget = time.Nanosecond, time.Nanosecond
+	if n := run(); n != 3 {
+		t.Fatalf("%d steps with the budget spent, want 3 (the walk, the capped index step out of budget, the long walk)", n)
 	}
 }

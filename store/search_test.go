@@ -168,6 +168,17 @@ func TestSearchSameHitsOnBothStores(t *testing.T) {
 				if got := c.labels(t, hits); !reflect.DeepEqual(got, tc.want) {
 					t.Fatalf("search %q: hits %v, want %v", tc.q, got, tc.want)
 				}
+				// Each kind of step alone gives the same hits (the walk
+				// above read the whole corpus and answered alone).
+				steps, err := s.SearchStepsForTest(bg, f)
+				if err != nil {
+					t.Fatalf("search %q, steps: %v", tc.q, err)
+				}
+				for name, stepHits := range steps {
+					if got := c.labels(t, stepHits); !reflect.DeepEqual(got, tc.want) {
+						t.Fatalf("search %q, the %s step alone: hits %v, want %v", tc.q, name, got, tc.want)
+					}
+				}
 				for _, h := range hits {
 					if parts := search.Snippet(h.Text, q); !hasMatch(parts) {
 						t.Errorf("search %q: hit %s/%d's snippet %+v flags no match", tc.q, h.Event.SessionID, h.Event.Sequence, parts)
