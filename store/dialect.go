@@ -263,12 +263,6 @@ func (d dialect) searchSettings(st searchStep) string {
 	return q
 }
 
-// searchBudgetInSQL reports whether a step's time budget is a setting of
-// its transaction (searchSettings: PostgreSQL's statement_timeout); on
-// SQLite it is the step's context instead, which interrupts the
-// statement.
-func (d dialect) searchBudgetInSQL() bool { return d.name == "postgres" }
-
 // searchBudgetSpent reports whether err is the end of a step's time
 // budget (searchSettings), rather than a failure.
 func (d dialect) searchBudgetSpent(err error) bool {
