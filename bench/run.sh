@@ -56,6 +56,11 @@ start_cluster() {
 }
 bench2() { # agents round-robin over both nodes; --pid reports the first node's process
 	"$ASPBENCH" --server "http://$ADDR,http://$ADDR2" --pid "$PID" "$@"
+	local a
+	for a in "$ADDR" "$ADDR2"; do # each node's one-round-trip appends (store/fastappend.go)
+		curl -fs -H "Authorization: Bearer $ASPBENCH_ADMIN_TOKEN" "http://$a/metrics" |
+			grep -E '^aspd_store_guessed_appends_total\{' | sed "s/^/$a /" || true
+	done
 }
 # syscw: aspd's write system calls so far (/proc/PID/io): to its clients'
 # sockets, to the database and to its log.

@@ -658,3 +658,50 @@ func untilText(t *testing.T, st *stream, text string) {
 		}
 	}
 }
+
+// TestClusterGuessesFollowOtherNodes: a node appends a lone message in one
+// round trip on its own last write of the session (store/fastappend.go),
+// and a wake-up from another node drops that copy. Two agents on two nodes
+// take turns in one session, each waiting for the other's message to
+// arrive (by wake-up: the catch-up is set to an hour) before it answers:
+// neither node ever guesses on a stale copy. Then one agent sends three in
+// a row on its node: the second and third are guessed, and hold.
+func TestClusterGuessesFollowOtherNodes(t *testing.T) {
+	nodes := startCluster(t, 2, "--cluster-poll", "1h")
+	for _, n := range nodes {
+		deadline := time.Now().Add(10 * time.Second)
+		for clusterMetric(t, n, "aspd_cluster_peers") != 1 {
+			if time.Now().After(deadline) {
+				t.Fatal("the nodes did not count each other within 10 s")
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	alice := nodes[0].provision("@gu.alice", "open")
+	bob := nodes[0].provision("@gu.bob", "open").on(nodes[1])
+	sid := dlSession(alice, "turns", bob)
+	aliceIn, bobIn := alice.connect(), bob.connect()
+	for i := range 5 {
+		a, b := fmt.Sprintf("alice %d", i), fmt.Sprintf("bob %d", i)
+		alice.send(sid, a)
+		untilText(t, bobIn, a)
+		bob.send(sid, b)
+		untilText(t, aliceIn, b)
+	}
+	const miss, hit = `aspd_store_guessed_appends_total{result="miss"}`, `aspd_store_guessed_appends_total{result="hit"}`
+	for i, n := range nodes {
+		if m := clusterMetric(t, n, miss); m != 0 {
+			t.Fatalf("node %d failed %d guesses: a wake-up from the other node did not drop its copy", i, m)
+		}
+	}
+	hits := clusterMetric(t, nodes[0], hit)
+	for i := range 3 {
+		alice.send(sid, fmt.Sprintf("alice again %d", i))
+	}
+	if got := clusterMetric(t, nodes[0], hit) - hits; got != 2 {
+		t.Fatalf("three messages in a row on one node: %d guessed, want 2 (the first takes the lock)", got)
+	}
+	if m := clusterMetric(t, nodes[0], miss); m != 0 {
+		t.Fatalf("%d failed guesses", m)
+	}
+}

@@ -70,7 +70,7 @@ func (s *Store) appendCached(ctx context.Context, req *SendMessage) (sendResult,
 		return sendResult{}, false
 	}
 	s.guesses.hits.Add(1)
-	s.members.putRow(t)
+	s.members.putRow(t, true)
 	return sendResult{resp: resp, commit: t.commit()}, true
 }
 
@@ -150,3 +150,9 @@ type guessStats struct{ hits, misses atomic.Int64 }
 // on a cached session row (hits) and how many found the row changed
 // (misses), since the store opened: aspd_store_guessed_appends_total.
 func (s *Store) Guesses() (hits, misses int64) { return s.guesses.hits.Load(), s.guesses.misses.Load() }
+
+// WrittenElsewhere tells the store that another node committed to these
+// sessions (the cluster's wake-up, received before their events are read):
+// their cached rows are dropped, so that this node's next message to each
+// takes the locking path instead of a guess that would fail.
+func (s *Store) WrittenElsewhere(sessionIDs ...string) { s.members.forgetRows(sessionIDs) }

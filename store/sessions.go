@@ -387,7 +387,7 @@ func (s *Store) appendMessages(ctx context.Context, q stmtQueue, reqs []*SendMes
 		// The next lone message's guess (fastappend.go); were this
 		// transaction not to commit, that guess would fail, and cost a
 		// round trip.
-		s.members.putRow(t)
+		s.members.putRow(t, false)
 	}
 	queueMessageKeysInsert(q, s.d, reqs, results, newKeys)
 	published := map[string]bool{}

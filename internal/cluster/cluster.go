@@ -598,6 +598,16 @@ func (n *Node) received(channel, payload string) {
 			return
 		}
 		n.stats.NotifyReceived.Add(1)
+		if n.st != nil {
+			// Before the events are read: this node's next message to
+			// these sessions must not guess on its own last write
+			// (store/fastappend.go).
+			ids := make([]string, 0, len(spans))
+			for sid := range spans {
+				ids = append(ids, sid)
+			}
+			n.st.WrittenElsewhere(ids...)
+		}
 		n.owe(spans, false)
 	case ControlChannel:
 		node, rest, _ := strings.Cut(payload, " ")
