@@ -33,18 +33,19 @@ func (s *Store) appendCached(ctx context.Context, req *SendMessage) (sendResult,
 		return sendResult{}, false
 	}
 	now := s.nowMs()
-	if !cachedAccepts(s.members.rowTx(req.SessionID, now), req) {
+	t := s.members.rowTx(req.SessionID, now)
+	if !cachedAccepts(t, req) {
 		return sendResult{}, false
 	}
-	var hit bool
-	var t *sessionTx
+	var hit, rerun bool
 	var resp protocol.SendMessageResponse
 	err := s.inQueuedTx(ctx, func(q stmtQueue) error {
-		// Built afresh on every run: inQueuedTx may run this twice.
-		t = s.members.rowTx(req.SessionID, now)
-		if !cachedAccepts(t, req) {
-			return errNoGuess
+		if rerun { // inQueuedTx runs this again on another connection: start afresh
+			if t = s.members.rowTx(req.SessionID, now); !cachedAccepts(t, req) {
+				return errNoGuess
+			}
 		}
+		rerun = true
 		t.ctx, t.q, t.d = ctx, q, s.d
 		m := t.message(req.Sender, req.Content, req.Metadata, "")
 		ev, err := t.append(protocol.EventMessage, req.Sender, nil, m)

@@ -48,6 +48,18 @@ func wantLog(t *testing.T, s *store.Store, sid string, want []string) {
 	}
 }
 
+// guessedSession creates a session of creator and other on s and sends
+// "cache it" (the locking path, which caches the row) and "guessed" (a
+// guess that holds) from creator.
+func guessedSession(t *testing.T, s *store.Store, creator, other, topic string) string {
+	t.Helper()
+	sid := create(t, s, creator, topic, other)
+	join(t, s, sid, other)
+	send(t, s, sid, creator, "cache it")
+	send(t, s, sid, creator, "guessed")
+	return sid
+}
+
 // TestAppendCachedOneRoundTrip: a lone message to a session this store
 // wrote last is appended on the cached row (a hit), with the right
 // sequence and recipients; a change through another path of the same
@@ -120,10 +132,7 @@ func TestAppendCachedOtherNode(t *testing.T) {
 
 		// Behind the store's back: members_version moves (as another
 		// node's change of a participant would move it).
-		sid2 := create(t, node1, a, "behind the back", b)
-		join(t, node1, sid2, b)
-		send(t, node1, sid2, a, "cache it")
-		send(t, node1, sid2, a, "guessed")
+		sid2 := guessedSession(t, node1, a, b, "behind the back")
 		wantGuesses(t, node1, 2, 1)
 		must(t, node1.ExecForTest(bg, fmt.Sprintf(`UPDATE sessions SET members_version = members_version + 1 WHERE id = '%s'`, sid2)))
 		send(t, node1, sid2, a, "after the version moved")
@@ -132,10 +141,7 @@ func TestAppendCachedOtherNode(t *testing.T) {
 
 		// The state: a session ended behind the store's back refuses the
 		// next message, though the cached row says active.
-		sid3 := create(t, node1, a, "ended behind the back", b)
-		join(t, node1, sid3, b)
-		send(t, node1, sid3, a, "cache it")
-		send(t, node1, sid3, a, "guessed")
+		sid3 := guessedSession(t, node1, a, b, "ended behind the back")
 		wantGuesses(t, node1, 3, 2)
 		must(t, node1.ExecForTest(bg, fmt.Sprintf(`UPDATE sessions SET state = 'ended' WHERE id = '%s'`, sid3)))
 		if _, _, err := node1.SendMessage(bg, store.SendMessage{SessionID: sid3, Sender: a, Content: text("to an ended session")}); !errors.Is(err, store.ErrSessionEnded) {

@@ -1,7 +1,6 @@
 package store
 
 import (
-	"database/sql"
 	"sync"
 	"time"
 )
@@ -116,16 +115,15 @@ const (
 	rowMissPauseMax = 5 * time.Minute
 )
 
-// sessionRow is the part of a session row the message rule reads.
+// sessionRow is the part of a session row a guessed append reads: its
+// state (the rule accepts only an active session), last sequence and
+// members_version, the three its UPDATE checks.
 type sessionRow struct {
-	topic, state, createdBy string
-	createdAt               int64
-	endedAt                 sql.NullInt64
-	lastSeq                 int64
-	sendAndEnd              bool
-	membersVersion          int64
-	pausedUntil             int64 // unix ms; set by rowMissed
-	misses                  int   // failed guesses since the last that held
+	state          string
+	lastSeq        int64
+	membersVersion int64
+	pausedUntil    int64 // unix ms; set by rowMissed
+	misses         int   // failed guesses since the last that held
 }
 
 // putRow records t's row as its transaction leaves it; guessed says that
@@ -136,8 +134,7 @@ func (c *memberCache) putRow(t *sessionTx, guessed bool) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	r := sessionRow{topic: t.topic, state: t.state, createdBy: t.createdBy, createdAt: t.createdAt, endedAt: t.endedAt,
-		lastSeq: t.lastSeq, sendAndEnd: t.sendAndEnd, membersVersion: t.membersVersion}
+	r := sessionRow{state: t.state, lastSeq: t.lastSeq, membersVersion: t.membersVersion}
 	if old, ok := c.rows[t.id]; ok {
 		if !guessed {
 			r.pausedUntil, r.misses = old.pausedUntil, old.misses
@@ -153,7 +150,8 @@ func (c *memberCache) putRow(t *sessionTx, guessed bool) {
 
 // rowTx returns a sessionTx for id built from its cached row and the
 // members of the row's version, or nil when either is missing or the
-// session is paused.
+// session is paused. It holds what appending a message reads (not the
+// topic, creator or end time, which no message needs).
 func (c *memberCache) rowTx(id string, now int64) *sessionTx {
 	if c == nil {
 		return nil
@@ -168,8 +166,7 @@ func (c *memberCache) rowTx(id string, now int64) *sessionTx {
 	if m == nil || m.version != r.membersVersion {
 		return nil
 	}
-	return &sessionTx{now: now, id: id, topic: r.topic, state: r.state, createdBy: r.createdBy, createdAt: r.createdAt,
-		endedAt: r.endedAt, lastSeq: r.lastSeq, sendAndEnd: r.sendAndEnd, membersVersion: r.membersVersion,
+	return &sessionTx{now: now, id: id, state: r.state, lastSeq: r.lastSeq, membersVersion: r.membersVersion,
 		parts: m.parts, order: m.order, sharedParts: true}
 }
 

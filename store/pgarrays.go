@@ -34,10 +34,9 @@ func registerArrayCodecs(c *pgx.Conn) {
 	for _, a := range []struct {
 		name         string
 		oid, elemOID uint32
-		elemName     string
 	}{
-		{"_text", pgtype.TextArrayOID, pgtype.TextOID, "text"},
-		{"_int8", pgtype.Int8ArrayOID, pgtype.Int8OID, "int8"},
+		{"_text", pgtype.TextArrayOID, pgtype.TextOID},
+		{"_int8", pgtype.Int8ArrayOID, pgtype.Int8OID},
 	} {
 		elem, ok := m.TypeForOID(a.elemOID)
 		if !ok {
@@ -56,10 +55,10 @@ func (c *flatArrayCodec) PlanEncode(m *pgtype.Map, oid uint32, format int16, val
 		if format == pgtype.BinaryFormatCode {
 			return flatArrayPlan{}
 		}
-		// The text format (never chosen for arrays, which prefer binary):
-		// pgx's own plan, on the plain slice.
-		return plainSlicePlan{m: m, oid: oid, format: format}
 	}
+	// Anything else, and the text format (arrays prefer binary): pgx's own
+	// codec, or, for a textArray or int8Array, pgx's plan for the slice
+	// under it.
 	return c.ArrayCodec.PlanEncode(m, oid, format, value)
 }
 
@@ -104,21 +103,4 @@ func arrayHeader(buf []byte, elemOID uint32, n int) []byte {
 		buf = binary.BigEndian.AppendUint32(buf, 1) // lower bound
 	}
 	return buf
-}
-
-// plainSlicePlan encodes a textArray or int8Array as the plain slice.
-type plainSlicePlan struct {
-	m      *pgtype.Map
-	oid    uint32
-	format int16
-}
-
-func (p plainSlicePlan) Encode(value any, buf []byte) ([]byte, error) {
-	switch v := value.(type) {
-	case textArray:
-		return p.m.Encode(p.oid, p.format, []string(v), buf)
-	case int8Array:
-		return p.m.Encode(p.oid, p.format, []int64(v), buf)
-	}
-	return nil, fmt.Errorf("store: plainSlicePlan cannot encode %T", value)
 }
