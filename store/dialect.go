@@ -46,10 +46,15 @@ type dialect struct {
 	// 60 ms from the fifth run of one search on). SQLite has no plan cache
 	// across arguments, and its driver takes no such option.
 	planPerRun bool
+	// searchKeys: the search index also holds each event's time keys
+	// (migration 00011, search.go searchWindows), so a search can ask for
+	// a term's hits within a time window. SQLite's FTS5 tables list hits in
+	// rowid order, the order of writing, and need none.
+	searchKeys bool
 }
 
 var (
-	postgresDialect = dialect{name: "postgres", goose: goose.DialectPostgres, forUpdate: " FOR UPDATE", forUpdateOfSessions: " FOR UPDATE OF s", skipLocked: " FOR UPDATE SKIP LOCKED", arrayParams: true, planPerRun: true}
+	postgresDialect = dialect{name: "postgres", goose: goose.DialectPostgres, forUpdate: " FOR UPDATE", forUpdateOfSessions: " FOR UPDATE OF s", skipLocked: " FOR UPDATE SKIP LOCKED", arrayParams: true, planPerRun: true, searchKeys: true}
 	sqliteDialect   = dialect{name: "sqlite", goose: goose.DialectSQLite3, forUpdate: ""}
 )
 
@@ -204,6 +209,14 @@ func (d dialect) searchAnyOf(parts []searchPart, rowids string) string {
 		return "(" + strings.Join(alts, " OR ") + ")"
 	}
 	return "e.rowid IN (" + strings.Join(alts, " UNION ") + ")"
+}
+
+// searchKeyMatch is the condition "event e is in the time window of key
+// arg" (searchKey), which the search index answers with the term's own
+// predicates (PostgreSQL only: searchKeys). The expression is the
+// index's, word for word, so that the planner can use it.
+func (d dialect) searchKeyMatch(arg string) string {
+	return "aspd_search_keys(e.created_at) @> ARRAY[CAST(" + arg + " AS BIGINT)]"
 }
 
 // searchWalkColumns are the columns of events that the walk step of a

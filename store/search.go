@@ -140,6 +140,11 @@ type searchStep struct {
 	walk, limit  int
 	budget       time.Duration
 	ifOverBudget bool
+	// windows: the step is searchWindows (PostgreSQL), which runs capped
+	// index steps with a key: the hits within the time window of key
+	// (searchKey), created before below.
+	windows    bool
+	key, below int64
 }
 
 // search answers in bounded steps, because no single plan serves both
@@ -192,6 +197,13 @@ func (s *Store) search(ctx context.Context, f SearchFilter) ([]SearchHit, error)
 		if searchStepRan != nil {
 			searchStepRan(st)
 		}
+		if st.windows {
+			hits, ok, err := s.searchWindows(ctx, f)
+			if err != nil || ok {
+				return hits, err
+			}
+			continue
+		}
 		hits, candidates, err := s.searchStep(ctx, f, st)
 		switch {
 		case err != nil && st.budget > 0 && ctx.Err() == nil && s.d.searchBudgetSpent(err):
@@ -205,6 +217,10 @@ func (s *Store) search(ctx context.Context, f SearchFilter) ([]SearchHit, error)
 		case i == 0:
 			if len(hits) >= 2 && 2*searchWalkShort*f.Limit/len(hits) < searchWalkLong {
 				steps = append(steps, searchStep{walk: 2 * searchWalkShort * f.Limit / len(hits)})
+			}
+			if s.d.searchKeys && f.Session == "" {
+				// (One session's events are few: its index step is cheap.)
+				steps = append(steps, searchStep{windows: true})
 			}
 			steps = append(steps, searchStep{limit: searchIndexCap, budget: searchIndexBudget}, searchStep{walk: searchWalkLong},
 				searchStep{budget: searchAllHitsBudget, ifOverBudget: true})
@@ -332,20 +348,30 @@ func (s *Store) searchSQL(f SearchFilter, st searchStep) (string, []any) {
 	if st.walk > 0 {
 		prefix = ""
 	}
+	// A window's step (searchWindows) reads the search index only: its
+	// time bounds are written so that no index on created_at answers them
+	// (the planner otherwise walked events_created_at for them).
+	at := prefix + "created_at"
+	if st.key != 0 {
+		at = "(e.created_at + 0)"
+	}
 	if f.Since > 0 {
-		bounds = append(bounds, prefix+"created_at >= "+arg(f.Since))
+		bounds = append(bounds, at+" >= "+arg(f.Since))
 	}
 	if f.Until > 0 {
-		bounds = append(bounds, prefix+"created_at < "+arg(f.Until))
+		bounds = append(bounds, at+" < "+arg(f.Until))
+	}
+	if st.key != 0 {
+		bounds = append(bounds, s.d.searchKeyMatch(arg(st.key)), at+" < "+arg(st.below))
 	}
 	if c := f.After; c != nil {
 		// Row-value comparison, which both dialects have: strictly after
 		// the cursor's hit in (created_at, session_id, sequence) DESC
 		// order. The created_at bound alone is what an index range scan
 		// can use.
-		at := arg(c.CreatedAt)
-		bounds = append(bounds, prefix+"created_at <= "+at,
-			fmt.Sprintf("(%[1]screated_at, %[1]ssession_id, %[1]ssequence) < (%[2]s, %[3]s, %[4]s)", prefix, at, arg(c.SessionID), arg(c.Sequence)))
+		cursorAt := arg(c.CreatedAt)
+		bounds = append(bounds, at+" <= "+cursorAt,
+			fmt.Sprintf("(%[1]s, %[2]ssession_id, %[2]ssequence) < (%[3]s, %[4]s, %[5]s)", at, prefix, cursorAt, arg(c.SessionID), arg(c.Sequence)))
 	}
 	const order = " ORDER BY %[1]screated_at%[2]s DESC, %[1]ssession_id DESC, %[1]ssequence DESC"
 	cols := "h.session_id, h.sequence, h.event_id, h.type, h.subject, h.audience, h.created_at, h.body, h.search_text"

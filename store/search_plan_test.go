@@ -78,9 +78,19 @@ var planFilters = map[string]func(f *SearchFilter){
 	},
 }
 
+// planNewest is the created_at of the newest event growForPlans writes
+// for 60,000 events.
+const planNewest = 1700000000000 + 40*59999
+
 // planSteps are the steps of search whose plans are checked: a walk, the
-// capped index step and the index step with every hit.
-var planSteps = []searchStep{{walk: searchWalkShort}, {limit: searchIndexCap, budget: searchIndexBudget}, {}}
+// capped index step, the index step with every hit, and windows' steps
+// (searchWindows) of the smallest, a middle and the largest size, from
+// the newest event down.
+var planSteps = []searchStep{{walk: searchWalkShort}, {limit: searchIndexCap, budget: searchIndexBudget}, {},
+	{limit: searchWindowCap, budget: searchWindowBudget, key: searchKey(0, planNewest), below: planNewest + 1},
+	{limit: searchWindowCap, budget: searchWindowBudget, key: searchKey(1, planNewest), below: planNewest + 1},
+	{limit: searchWindowCap, budget: searchWindowBudget, key: searchKey(searchKeyLevels-1, planNewest), below: planNewest + 1},
+}
 
 // planCase is one query shape with one filter.
 type planCase struct {
@@ -142,6 +152,13 @@ func TestSearchPlansOnGrownStore(t *testing.T) {
 				t.Errorf("%s: the index step walks events_created_at:\n%s", where, plan)
 			case st.walk == 0 && f.Since == 0 && f.After == nil && strings.Contains(plan, "events_created_at"):
 				t.Errorf("%s: the index step reads events_created_at without a time bound:\n%s", where, plan)
+			case st.key != 0 && strings.Contains(plan, "events_created_at"):
+				t.Errorf("%s: a window's step reads events_created_at:\n%s", where, plan)
+			case st.key != 0 && !strings.Contains(plan, "aspd_search_keys(created_at) @>") && !strings.Contains(plan, "events_pkey"):
+				// The window's key in the index scan, or one session's
+				// events by key (the planner's choice for a participant's
+				// few sessions).
+				t.Errorf("%s: a window's step does not ask the index for its window:\n%s", where, plan)
 			}
 		}
 		steps := 0
@@ -241,6 +258,9 @@ func TestSearchPlansOnSQLite(t *testing.T) {
 	for _, c := range planCases(t) {
 		f := c.f
 		for _, st := range planSteps {
+			if st.key != 0 {
+				continue // time windows: PostgreSQL's alone (dialect.searchKeys)
+			}
 			sqlText, args := s.searchSQL(f, st)
 			rows, err := s.read.Query("EXPLAIN QUERY PLAN "+sqlText, args...)
 			if err != nil {
@@ -273,5 +293,112 @@ func TestSearchPlansOnSQLite(t *testing.T) {
 				t.Errorf("%s: the walk does not read events_created_at:\n%s", where, p)
 			}
 		}
+	}
+}
+
+// The keys search gives to a window (searchKey) are the keys the index
+// holds for the events in it (aspd_search_keys, migration 00011): one
+// disagreement and a window's step finds nothing.
+func TestSearchKeysMatchTheIndex(t *testing.T) {
+	s, err := Open(context.Background(), dbtest.Postgres(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for _, at := range []int64{0, 1, 65535, 65536, 1700000000000, 1795000000000, time.Now().UnixMilli(), 1<<41 + 12345} {
+		var keys []int64
+		if err := s.pool.QueryRow(context.Background(), `SELECT aspd_search_keys($1)`, at).Scan(&keys); err != nil {
+			t.Fatal(err)
+		}
+		if len(keys) != searchKeyLevels {
+			t.Fatalf("aspd_search_keys(%d) = %v: %d keys, search has %d window sizes", at, keys, len(keys), searchKeyLevels)
+		}
+		for level, k := range keys {
+			if want := searchKey(level, at); k != want {
+				t.Errorf("aspd_search_keys(%d)[%d] = %d, searchKey = %d", at, level, k, want)
+			}
+			if lo := at >> searchKeyShift(level) << searchKeyShift(level); searchKey(level, lo) != k || searchKey(level, lo-1) == k {
+				t.Errorf("level %d: the window of %d does not start at %d", level, at, lo)
+			}
+		}
+	}
+}
+
+// On a grown PostgreSQL store, the time windows alone (searchWindows)
+// give every query shape, with every filter, the hits of sorting every
+// index hit; also when windows overflow (a cap of 5 hits: smaller windows,
+// then the smallest walked or sorted whole), and when events of other
+// words lie on top, so that the common words are absent from the newest
+// windows and the windows grow until they find them.
+func TestSearchWindowsOnGrownStore(t *testing.T) {
+	if testing.Short() {
+		t.Skip("grows a store of 60,000 events")
+	}
+	s, err := Open(context.Background(), dbtest.Postgres(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	growForPlans(t, s, 60000)
+	ctx := context.Background()
+	check := func(label string) {
+		t.Helper()
+		for _, c := range planCases(t) {
+			var steps []searchStep
+			searchStepRan = func(st searchStep) { steps = append(steps, st) }
+			got, ok, err := s.searchWindows(ctx, c.f)
+			searchStepRan = nil
+			if err != nil {
+				t.Fatalf("%s, %s: %v", c.name, label, err)
+			}
+			if !ok {
+				t.Errorf("%s, %s: the windows did not answer (%d steps)", c.name, label, len(steps))
+				continue
+			}
+			want, _, err := s.searchStep(ctx, c.f, searchStep{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(hitKeys(got), hitKeys(want)) {
+				t.Errorf("%s, %s: windows gave %v, sorting every index hit gave %v", c.name, label, hitKeys(got), hitKeys(want))
+			}
+		}
+	}
+	check("grown")
+
+	defer func(c int) { searchWindowCap = c }(searchWindowCap)
+	searchWindowCap = 5
+	check("cap 5")
+	searchWindowCap = 2000
+
+	// Five minutes of other words on top, a minute after the grown events.
+	if _, err := s.write.ExecContext(ctx, `INSERT INTO sessions (id, topic, state, created_by, created_at, last_seq)
+		VALUES ('sess_top', '', 'active', '@plan.a1', $1, 3000)`, planNewest+60000); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.write.ExecContext(ctx, `INSERT INTO events (session_id, sequence, event_id, type, subject, created_at, body, search_text, search_words)
+		SELECT 'sess_top', i, 'evt_top_' || i, 'session.message', '@plan.a1', $1::bigint + i * 100, '{}', 'zulu yankee ' || i,
+			to_tsvector('simple', 'zulu yankee ' || i) FROM generate_series(1, 3000) i`, planNewest+60000); err != nil {
+		t.Fatal(err)
+	}
+	check("other words on top")
+	q, err := search.Parse("widget")
+	if err != nil {
+		t.Fatal(err)
+	}
+	steps := 0
+	searchStepRan = func(searchStep) { steps++ }
+	hits, err := s.search(ctx, SearchFilter{Query: q, Limit: 20})
+	searchStepRan = nil
+	if err != nil || len(hits) != 20 || hits[0].Event.CreatedAt > planNewest {
+		t.Fatalf("widget under other words: %d hits, %v", len(hits), err)
+	}
+	// The first walk (1,000 events of other words), then windows: a
+	// minute of them, 17 minutes holding them and the newest grown events
+	// (too many hits), then the minutes in it one by one (measured: 10
+	// steps in all); not the walks and index steps that follow the
+	// windows, and no window size going back and forth.
+	if steps > 20 {
+		t.Errorf("widget under other words took %d steps", steps)
 	}
 }

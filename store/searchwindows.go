@@ -1,0 +1,165 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"math"
+	"time"
+)
+
+// Time windows (PostgreSQL; docs/search.md "Time windows"). The search
+// index holds, besides each event's words and trigrams, its time keys:
+// created_at (epoch ms) shifted right by searchKeyShift(level) bits for
+// each of searchKeyLevels window sizes (migration 00011,
+// aspd_search_keys). "A term's hits within one window" is then one index
+// scan, in which GIN intersects the term's posting lists with the
+// window's: it costs about the window's events, or the term's hits if
+// they are fewer, never every hit in the log. searchWindows reads the
+// log newest first, window by window, and so finds the newest hits of a
+// word that is common in the log but absent from its newest events (at
+// ten million events, up to 1.2 s through the walks and budgets alone).
+
+// searchKeyLevels is how many window sizes the index holds: 2^16 ms
+// (about a minute) to 2^36 ms (2.2 years), each 16 times the last.
+const searchKeyLevels = 6
+
+// searchKeyShift is the bits a created_at is shifted by for level's key.
+func searchKeyShift(level int) uint { return 16 + 4*uint(level) }
+
+// searchKey is the key of the window of size level that holds created_at
+// t: the window's number, with level in the top byte. aspd_search_keys
+// (migration 00011) computes the same; TestSearchKeysMatchTheIndex checks.
+func searchKey(level int, t int64) int64 {
+	return int64(level)<<56 | t>>searchKeyShift(level)
+}
+
+// searchMaxWindows bounds the windows of one search; past it, search goes
+// on with its other steps, as without time keys.
+const searchMaxWindows = 64
+
+// searchWindowCap is the most hits one window's step reads: a window with
+// more is read again as the smaller windows it holds. A variable for the
+// test that makes windows overflow.
+var searchWindowCap = 2000
+
+// searchWindowBudget is the time one window's step may take (its
+// statement_timeout); past it, the window is read as the smaller windows
+// it holds, as if over searchWindowCap. searchWindowsBudget is the time
+// all of them may take. Variables for the tests that spend them.
+var (
+	searchWindowBudget  = 100 * time.Millisecond
+	searchWindowsBudget = time.Second
+)
+
+// searchWindows answers f from the newest window down, or reports that it
+// could not (ok false: over searchMaxWindows or searchWindowsBudget), and
+// search then goes on with its other steps. Each round:
+//
+//  1. finds the newest event below the windows already read (upper), one
+//     look into events_created_at, so that empty stretches of time cost
+//     nothing;
+//  2. reads the hits of the window of the current size that holds it,
+//     created before upper: at most searchWindowCap of them, the newest
+//     first. Every event of the window below upper is read, so these
+//     are all its hits, and every later window is older;
+//  3. with more than searchWindowCap hits (or past searchWindowBudget),
+//     reads that stretch again as a window a size smaller; at the
+//     smallest size, walks it, or sorts every hit in it;
+//  4. a window with no hit (or few) makes the next one a size larger.
+//
+// It ends when the page is full or no event is left within the bounds.
+func (s *Store) searchWindows(ctx context.Context, f SearchFilter) ([]SearchHit, bool, error) {
+	upper := int64(math.MaxInt64) // every window read so far is at or after it
+	if f.Until > 0 {
+		upper = f.Until
+	}
+	if c := f.After; c != nil && c.CreatedAt < upper {
+		upper = c.CreatedAt + 1
+	}
+	deadline := time.Now().Add(searchWindowsBudget)
+	// ceiling is the largest size the next window may have: below the
+	// size of a window that had too many hits, until the windows read
+	// have passed below it (ceilingUntil), so that they do not grow back
+	// into it.
+	level, ceiling, ceilingUntil := 0, searchKeyLevels-1, int64(math.MinInt64)
+	var out []SearchHit
+	for n := 0; n < searchMaxWindows && time.Now().Before(deadline); n++ {
+		top, ok, err := s.newestBefore(ctx, upper, f.Since)
+		if err != nil || !ok {
+			return out, err == nil, err
+		}
+		if top < ceilingUntil {
+			ceiling = searchKeyLevels - 1
+		}
+		lo := top >> searchKeyShift(level) << searchKeyShift(level)
+		g := f
+		g.Limit = f.Limit - len(out)
+		st := searchStep{limit: searchWindowCap, budget: searchWindowBudget, key: searchKey(level, top), below: upper}
+		if searchStepRan != nil {
+			searchStepRan(st)
+		}
+		hits, candidates, err := s.searchStep(ctx, g, st)
+		switch {
+		case err != nil && ctx.Err() == nil && s.d.searchBudgetSpent(err), err == nil && candidates > searchWindowCap:
+			if level > 0 {
+				ceilingUntil = lo
+				level--
+				ceiling = level
+				continue
+			}
+			// A minute with more hits than the cap: walk it, or sort
+			// every hit in it.
+			if hits, err = s.searchStretch(ctx, g, lo, upper); err != nil {
+				return nil, false, err
+			}
+		case err != nil:
+			return nil, false, err
+		}
+		out = append(out, hits...)
+		if len(out) >= f.Limit {
+			return out[:f.Limit], true, nil
+		}
+		upper = lo
+		if f.Since > 0 && upper <= f.Since {
+			return out, true, nil
+		}
+		if len(hits)*4 < g.Limit && level < ceiling {
+			level++
+		}
+	}
+	return nil, false, nil
+}
+
+// searchStretch answers f within created_at [lo, upper): a walk of
+// searchWalkLong events, which answers when its page fills or when it read
+// every event of the stretch, else every hit of the stretch, sorted.
+func (s *Store) searchStretch(ctx context.Context, f SearchFilter, lo, upper int64) ([]SearchHit, error) {
+	if lo > f.Since {
+		f.Since = lo
+	}
+	if f.Until == 0 || upper < f.Until {
+		f.Until = upper
+	}
+	for _, st := range []searchStep{{walk: searchWalkLong}, {}} {
+		if searchStepRan != nil {
+			searchStepRan(st)
+		}
+		hits, candidates, err := s.searchStep(ctx, f, st)
+		if err != nil || st.walk == 0 || len(hits) >= f.Limit || candidates < st.walk {
+			return hits, err
+		}
+	}
+	panic("unreachable: the last step always answers")
+}
+
+// newestBefore is the created_at of the newest event created before upper
+// and at or after since (0: unbounded); ok is false when there is none.
+func (s *Store) newestBefore(ctx context.Context, upper, since int64) (int64, bool, error) {
+	var top sql.NullInt64
+	err := s.read.QueryRowContext(ctx, `SELECT max(created_at) FROM events WHERE created_at < $1 AND created_at >= $2`, upper, since).Scan(&top)
+	if err != nil {
+		return 0, false, fmt.Errorf("store: search: %w", err)
+	}
+	return top.Int64, top.Valid, nil
+}
