@@ -218,8 +218,11 @@ func (s *Store) search(ctx context.Context, f SearchFilter) ([]SearchHit, error)
 			if len(hits) >= 2 && 2*searchWalkShort*f.Limit/len(hits) < searchWalkLong {
 				steps = append(steps, searchStep{walk: 2 * searchWalkShort * f.Limit / len(hits)})
 			}
-			if s.d.searchKeys && f.Session == "" {
-				// (One session's events are few: its index step is cheap.)
+			if s.d.searchKeys && f.Session == "" && f.Participant == "" {
+				// Not for one session's events, which are few: its index
+				// step is cheap. Not for a participant's: PostgreSQL reads
+				// them by session (participants, then events_pkey), and
+				// would read them all again in every window.
 				steps = append(steps, searchStep{windows: true})
 			}
 			steps = append(steps, searchStep{limit: searchIndexCap, budget: searchIndexBudget}, searchStep{walk: searchWalkLong},
@@ -336,7 +339,7 @@ func (s *Store) searchSQL(f SearchFilter, st searchStep) (string, []any) {
 		filters = append(filters, "e.subject = "+arg(f.Sender))
 	}
 	if f.Participant != "" {
-		filters = append(filters, "EXISTS (SELECT 1 FROM participants p WHERE p.session_id = e.session_id AND p.handle = "+arg(f.Participant)+")")
+		filters = append(filters, s.d.searchParticipant(arg(f.Participant), st.walk == 0))
 	}
 	if f.Type != "" {
 		filters = append(filters, "e.type = "+arg(f.Type))
