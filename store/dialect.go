@@ -216,22 +216,31 @@ func (d dialect) searchAnyOf(parts []searchPart, rowids string) string {
 // predicates (PostgreSQL only: searchKeys). The expression is the
 // index's, word for word, so that the planner can use it.
 func (d dialect) searchKeyMatch(arg string) string {
-	return "aspd_search_keys(e.created_at) @> ARRAY[CAST(" + arg + " AS BIGINT)]"
+	return "aspd_search_keys(e.created_at, e.session_id) @> ARRAY[CAST(" + arg + " AS BIGINT)]"
 }
 
 // searchParticipant is the condition "event e is in a session the handle
-// arg is or was part of". In PostgreSQL's index steps it is the list of
-// those sessions, read once (an InitPlan), which events_pkey answers or
-// the rows found through the search index are checked against: as a
-// correlated EXISTS, the planner chose to run the search index's scan once
-// per session of the handle (30 times for a phrase of common words at a
-// million events, 0.6 s, then past the request's limit in the steps that
-// follow). Elsewhere, and on SQLite, an EXISTS per event.
-func (d dialect) searchParticipant(arg string, indexStep bool) string {
-	if d.name == "postgres" && indexStep {
-		return "e.session_id = ANY(ARRAY(SELECT p.session_id FROM participants p WHERE p.handle = " + arg + "))"
-	}
+// arg is or was part of": an EXISTS per event.
+//
+// PostgreSQL's index steps ask the search index instead (keys, below), and
+// check this condition only on the rows it found (searchSQL), so that it
+// cannot drive the plan: as a correlated EXISTS the planner ran the
+// index's scan once per session of the handle (a phrase of common words
+// with a participant: 0.6 s at a million events, then past the request's
+// limit), and with the sessions listed (= ANY) it read every event of
+// them through events_pkey (80-200 ms at ten million events for any term).
+func (d dialect) searchParticipant(arg string) string {
 	return "EXISTS (SELECT 1 FROM participants p WHERE p.session_id = e.session_id AND p.handle = " + arg + ")"
+}
+
+// searchParticipantKeys is the condition "event e is in one of the
+// sessions of handle arg" as the search index answers it (searchKeys):
+// their session keys, read once (an InitPlan), against each event's. The
+// key is a 56-bit hash of the session id, so the index may find an event
+// of another session too (with a chance of about one in 10^7 at 100,000
+// sessions); searchParticipant, checked on the rows found, is exact.
+func (d dialect) searchParticipantKeys(arg string) string {
+	return "aspd_search_keys(e.created_at, e.session_id) && ARRAY(SELECT aspd_search_session_key(p.session_id) FROM participants p WHERE p.handle = " + arg + ")"
 }
 
 // searchWalkColumns are the columns of events that the walk step of a

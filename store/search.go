@@ -218,11 +218,8 @@ func (s *Store) search(ctx context.Context, f SearchFilter) ([]SearchHit, error)
 			if len(hits) >= 2 && 2*searchWalkShort*f.Limit/len(hits) < searchWalkLong {
 				steps = append(steps, searchStep{walk: 2 * searchWalkShort * f.Limit / len(hits)})
 			}
-			if s.d.searchKeys && f.Session == "" && f.Participant == "" {
-				// Not for one session's events, which are few: its index
-				// step is cheap. Not for a participant's: PostgreSQL reads
-				// them by session (participants, then events_pkey), and
-				// would read them all again in every window.
+			if s.d.searchKeys && f.Session == "" {
+				// (One session's events are few: its index step is cheap.)
 				steps = append(steps, searchStep{windows: true})
 			}
 			steps = append(steps, searchStep{limit: searchIndexCap, budget: searchIndexBudget}, searchStep{walk: searchWalkLong},
@@ -290,7 +287,9 @@ func (s *Store) searchStep(ctx context.Context, f SearchFilter, st searchStep) (
 // searchSQL is the SELECT of one step of search, and its arguments (on
 // PostgreSQL led by pgx's query option, see dialect.planPerRun).
 func (s *Store) searchSQL(f SearchFilter, st searchStep) (string, []any) {
-	var match, filters, bounds []string
+	// checked are conditions checked only on the rows an index step found
+	// (dialect.searchParticipant).
+	var match, filters, bounds, checked []string
 	var args []any
 	arg := func(v any) string {
 		args = append(args, v)
@@ -339,7 +338,13 @@ func (s *Store) searchSQL(f SearchFilter, st searchStep) (string, []any) {
 		filters = append(filters, "e.subject = "+arg(f.Sender))
 	}
 	if f.Participant != "" {
-		filters = append(filters, s.d.searchParticipant(arg(f.Participant), st.walk == 0))
+		p := arg(f.Participant)
+		if s.d.searchKeys && st.walk == 0 {
+			filters = append(filters, s.d.searchParticipantKeys(p))
+			checked = append(checked, s.d.searchParticipant(p))
+		} else {
+			filters = append(filters, s.d.searchParticipant(p))
+		}
 	}
 	if f.Type != "" {
 		filters = append(filters, "e.type = "+arg(f.Type))
@@ -410,7 +415,11 @@ func (s *Store) searchSQL(f SearchFilter, st searchStep) (string, []any) {
 		// planner cannot push the ORDER BY into them (both dialects have it).
 		q = `WITH c AS MATERIALIZED (SELECT e.session_id, e.sequence, e.created_at FROM events e` +
 			andWhere(indexed, "\n\t\t\t") + ` LIMIT ` + arg(st.limit+1) + `)
-		SELECT ` + cols + `, (SELECT count(*) FROM c) FROM events h WHERE (h.session_id, h.sequence) IN (` + page("c e", nil, "") + `)`
+		SELECT ` + cols + `, (SELECT count(*) FROM c) FROM events h WHERE (h.session_id, h.sequence) IN (` + page("c e", checked, "") + `)`
+	case len(checked) > 0:
+		// Every hit, computed on its own, then checked.
+		q = `WITH c AS MATERIALIZED (SELECT e.session_id, e.sequence, e.created_at FROM events e` + andWhere(indexed, "\n\t\t\t") + `)
+		SELECT ` + cols + `, 0 FROM events h WHERE (h.session_id, h.sequence) IN (` + page("c e", checked, "") + `)`
 	default:
 		q = `SELECT ` + cols + `, 0 FROM events h WHERE (h.session_id, h.sequence) IN (` +
 			page("events e", indexed, " + 0") + `)`

@@ -124,6 +124,11 @@ func (s *Store) searchWindows(ctx context.Context, f SearchFilter) ([]SearchHit,
 		if f.Since > 0 && upper <= f.Since {
 			return out, true, nil
 		}
+		// Few hits or none: a larger window next. (Two sizes larger after
+		// a window without hits was measured slower: a common word absent
+		// from the newest events then met windows of hundreds of
+		// thousands of events holding too many of its hits, and ran out
+		// of their budget.)
 		if len(hits)*4 < g.Limit && level < ceiling {
 			level++
 		}
