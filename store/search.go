@@ -288,7 +288,9 @@ func (s *Store) searchStep(ctx context.Context, f SearchFilter, st searchStep) (
 // PostgreSQL led by pgx's query option, see dialect.planPerRun).
 func (s *Store) searchSQL(f SearchFilter, st searchStep) (string, []any) {
 	// checked are conditions checked only on the rows an index step found
-	// (dialect.searchParticipant).
+	// (dialect.searchParticipant). The step counts its candidates before
+	// them, so its cap bounds the rows it reads; with no more candidates
+	// than the cap, it found every hit, and the page it checks is exact.
 	var match, filters, bounds, checked []string
 	var args []any
 	arg := func(v any) string {
@@ -338,12 +340,10 @@ func (s *Store) searchSQL(f SearchFilter, st searchStep) (string, []any) {
 		filters = append(filters, "e.subject = "+arg(f.Sender))
 	}
 	if f.Participant != "" {
-		p := arg(f.Participant)
-		if s.d.searchKeys && st.walk == 0 {
-			filters = append(filters, s.d.searchParticipantKeys(p))
-			checked = append(checked, s.d.searchParticipant(p))
+		if p := s.d.searchParticipant(arg(f.Participant)); s.d.searchKeys && st.walk == 0 {
+			checked = append(checked, p)
 		} else {
-			filters = append(filters, s.d.searchParticipant(p))
+			filters = append(filters, p)
 		}
 	}
 	if f.Type != "" {
@@ -413,9 +413,17 @@ func (s *Store) searchSQL(f SearchFilter, st searchStep) (string, []any) {
 		// are more), in no order: the scan stops at limit + 1.
 		// MATERIALIZED: the candidates are computed on their own, so that the
 		// planner cannot push the ORDER BY into them (both dialects have it).
+		// Every row carries how many candidates there were; with no hit
+		// on the page (all candidates failed the checked conditions), one
+		// row of empty columns carries it alone, as in a walk.
 		q = `WITH c AS MATERIALIZED (SELECT e.session_id, e.sequence, e.created_at FROM events e` +
-			andWhere(indexed, "\n\t\t\t") + ` LIMIT ` + arg(st.limit+1) + `)
-		SELECT ` + cols + `, (SELECT count(*) FROM c) FROM events h WHERE (h.session_id, h.sequence) IN (` + page("c e", checked, "") + `)`
+			andWhere(indexed, "\n\t\t\t") + ` LIMIT ` + arg(st.limit+1) + `),
+		cp AS MATERIALIZED (` + page("c e", checked, "") + `)
+		SELECT * FROM (SELECT ` + cols + `, (SELECT count(*) FROM c) AS found FROM events h
+			WHERE (h.session_id, h.sequence) IN (SELECT session_id, sequence FROM cp)
+		UNION ALL
+		SELECT '', 0, '', '', '', '', 0, '', '', (SELECT count(*) FROM c) WHERE NOT EXISTS (SELECT 1 FROM cp)) capped`
+		outer = "capped."
 	case len(checked) > 0:
 		// Every hit, computed on its own, then checked.
 		q = `WITH c AS MATERIALIZED (SELECT e.session_id, e.sequence, e.created_at FROM events e` + andWhere(indexed, "\n\t\t\t") + `)

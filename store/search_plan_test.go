@@ -157,10 +157,14 @@ func TestSearchPlansOnGrownStore(t *testing.T) {
 				t.Errorf("%s: the index step reads events_created_at without a time bound:\n%s", where, plan)
 			case st.key != 0 && strings.Contains(plan, "events_created_at"):
 				t.Errorf("%s: a window's step reads events_created_at:\n%s", where, plan)
-			case st.key != 0 && !indexCond(plan, fmt.Sprintf("@> '{%d}'", st.key)):
+			case st.key != 0 && !indexCond(plan, "@> ARRAY[$"):
+				// (A generic plan: dialect.searchSettings. Whether it asks
+				// the index for the term too depends on the table's size:
+				// at ten million events it does, which bench/grow.sh
+				// measures; on this small store it may not.)
 				t.Errorf("%s: a window's step does not ask the index for its window:\n%s", where, plan)
-			case st.walk == 0 && f.Participant != "" && !indexCond(plan, "&& $"):
-				t.Errorf("%s: the index step does not ask the index for the participant's sessions:\n%s", where, plan)
+			case st.walk == 0 && indexCond(plan, "session_id = p.session_id"):
+				t.Errorf("%s: the index step reads the events of the participant's sessions one by one:\n%s", where, plan)
 			}
 		}
 		steps := 0
@@ -207,11 +211,20 @@ func TestSearchPlansOnGrownStore(t *testing.T) {
 	}
 }
 
-// indexCond reports whether an Index Cond of plan holds cond.
-func indexCond(plan, cond string) bool {
+// indexCond reports whether an Index Cond of plan holds cond and, when
+// any are given, one of terms.
+func indexCond(plan, cond string, terms ...string) bool {
 	for _, line := range strings.Split(plan, "\n") {
-		if strings.Contains(line, "Index Cond:") && strings.Contains(line, cond) {
+		if !strings.Contains(line, "Index Cond:") || !strings.Contains(line, cond) {
+			continue
+		}
+		if len(terms) == 0 {
 			return true
+		}
+		for _, term := range terms {
+			if strings.Contains(line, term) {
+				return true
+			}
 		}
 	}
 	return false
@@ -230,7 +243,27 @@ func explain(t *testing.T, s *Store, q string, args []any, st searchStep) string
 			t.Fatal(err)
 		}
 	}
-	rows, err := tx.QueryContext(ctx, "EXPLAIN "+q, args...)
+	stmt := "EXPLAIN " + q
+	if st.key != 0 {
+		// A window's step runs with a generic plan (searchSettings),
+		// which EXPLAIN of the statement with its arguments would not
+		// show: prepare it, and explain its execution.
+		if _, err := tx.ExecContext(ctx, "PREPARE window_step AS "+q); err != nil {
+			t.Fatalf("prepare: %v\n%s", err, q)
+		}
+		defer tx.ExecContext(ctx, "DEALLOCATE window_step") //nolint:errcheck // the connection's, not the transaction's
+		var lits []string
+		for _, a := range args {
+			switch v := a.(type) {
+			case string:
+				lits = append(lits, "'"+strings.ReplaceAll(v, "'", "''")+"'")
+			case int, int64:
+				lits = append(lits, fmt.Sprint(v))
+			}
+		}
+		stmt, args = "EXPLAIN EXECUTE window_step("+strings.Join(lits, ", ")+")", nil
+	}
+	rows, err := tx.QueryContext(ctx, stmt, args...)
 	if err != nil {
 		t.Fatalf("explain: %v\n%s", err, q)
 	}
@@ -319,15 +352,13 @@ func TestSearchKeysMatchTheIndex(t *testing.T) {
 	defer s.Close()
 	for _, at := range []int64{0, 1, 65535, 65536, 1700000000000, 1795000000000, time.Now().UnixMilli(), 1<<41 + 12345} {
 		var keys []int64
-		var sessionKey int64
-		if err := s.pool.QueryRow(context.Background(), `SELECT aspd_search_keys($1, 'sess_x'), aspd_search_session_key('sess_x')`, at).Scan(&keys, &sessionKey); err != nil {
+		if err := s.pool.QueryRow(context.Background(), `SELECT aspd_search_keys($1)`, at).Scan(&keys); err != nil {
 			t.Fatal(err)
 		}
-		// The time keys, then the session's.
-		if len(keys) != searchKeyLevels+1 || keys[searchKeyLevels] != sessionKey {
-			t.Fatalf("aspd_search_keys(%d) = %v: want %d time keys and the session key %d", at, keys, searchKeyLevels, sessionKey)
+		if len(keys) != searchKeyLevels {
+			t.Fatalf("aspd_search_keys(%d) = %v: %d keys, search has %d window sizes", at, keys, len(keys), searchKeyLevels)
 		}
-		for level, k := range keys[:searchKeyLevels] {
+		for level, k := range keys {
 			if want := searchKey(level, at); k != want {
 				t.Errorf("aspd_search_keys(%d)[%d] = %d, searchKey = %d", at, level, k, want)
 			}

@@ -1,51 +1,35 @@
 -- +goose Up
--- Keys in the search index (docs/search.md, "Time windows"). Every event
--- is indexed under seven keys:
---
---   - six time keys, one per window size: its created_at (epoch ms)
---     shifted right by 16, 20, 24, 28, 32 and 36 bits (about a minute, 17
---     minutes, 4.7 hours, 3.1 days, 50 days and 2.2 years), the window
---     size's number (0-5) in the top byte;
---   - a session key: 6 in the top byte, then 56 bits of a hash of its
---     session id (aspd_search_session_key; written out again in
---     aspd_search_keys, whose body must not depend on the search_path,
---     as when pg_restore rebuilds the index).
---
--- A search asks the index for "this term's hits within this window"
--- (keys @> ARRAY[k]) or "... in these sessions" (keys && ARRAY[...]), and
--- GIN intersects the term's posting lists with the key's, so that the
--- newest hits of a common word cost the events of a window, and a
--- participant's hits the events of their sessions, not every hit in the
--- log. store/search.go (searchKey) computes the same time keys. The keys
+-- Time keys in the search index (docs/search.md, "Time windows"). Every
+-- event is indexed under six keys, one per window size: its created_at
+-- (epoch ms) shifted right by 16, 20, 24, 28, 32 and 36 bits (about a
+-- minute, 17 minutes, 4.7 hours, 3.1 days, 50 days and 2.2 years), the
+-- window size's number (0-5) in the top byte. A search asks the index for
+-- "this term's hits within this window" (keys @> ARRAY[k]), and GIN
+-- intersects the term's posting lists with the window's, so that the
+-- newest hits of a common word cost the events of a window, not every hit
+-- in the log. store/search.go (searchKey) computes the same keys. The keys
 -- are the index's first column: GIN checks a scan's keys in column order,
 -- and a window's key, checked first, lets the term's posting lists skip
 -- to the window (checked last, a term without hits read its lists whole
--- for every window).
+-- in every window: an e-mail address at ten million events, 320 ms).
 --
 -- One GIN index over the keys, the word vector and the trigrams replaces
 -- the two search indexes: each predicate of a search is answered together
--- with a key in one index scan. Building it reads every event: about 25 s
--- per million events on the 2-core test machine, during which aspd
--- (migrating before it serves) does not answer.
+-- with a window's key in one index scan. Building it reads every event:
+-- about 25 s per million events on the 2-core test machine, during which
+-- aspd (migrating before it serves) does not answer.
 -- +goose StatementBegin
-CREATE FUNCTION aspd_search_session_key(session_id TEXT) RETURNS BIGINT
-LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
-    SELECT (6::BIGINT << 56) | (hashtextextended(session_id, 0) & 72057594037927935)
-$$;
--- +goose StatementEnd
--- +goose StatementBegin
-CREATE FUNCTION aspd_search_keys(created_at BIGINT, session_id TEXT) RETURNS BIGINT[]
+CREATE FUNCTION aspd_search_keys(created_at BIGINT) RETURNS BIGINT[]
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
     SELECT ARRAY[created_at >> 16,
         (1::BIGINT << 56) | (created_at >> 20),
         (2::BIGINT << 56) | (created_at >> 24),
         (3::BIGINT << 56) | (created_at >> 28),
         (4::BIGINT << 56) | (created_at >> 32),
-        (5::BIGINT << 56) | (created_at >> 36),
-        (6::BIGINT << 56) | (hashtextextended(session_id, 0) & 72057594037927935)]
+        (5::BIGINT << 56) | (created_at >> 36)]
 $$;
 -- +goose StatementEnd
-CREATE INDEX events_search ON events USING GIN (aspd_search_keys(created_at, session_id), search_words, search_text gin_trgm_ops);
+CREATE INDEX events_search ON events USING GIN (aspd_search_keys(created_at), search_words, search_text gin_trgm_ops);
 DROP INDEX events_search_words;
 DROP INDEX events_search_trigram;
 
@@ -53,5 +37,4 @@ DROP INDEX events_search_trigram;
 CREATE INDEX events_search_words ON events USING GIN (search_words);
 CREATE INDEX events_search_trigram ON events USING GIN (search_text gin_trgm_ops);
 DROP INDEX events_search;
-DROP FUNCTION aspd_search_keys(BIGINT, TEXT);
-DROP FUNCTION aspd_search_session_key(TEXT);
+DROP FUNCTION aspd_search_keys(BIGINT);
