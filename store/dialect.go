@@ -221,18 +221,15 @@ func (d dialect) searchKeyMatch(arg string) string {
 
 // searchParticipant is the condition "event e is in a session the handle
 // arg is or was part of": an EXISTS per event.
-//
-// PostgreSQL's index steps check it only on the rows the search index
-// found (searchSQL), so that it cannot drive the plan: as a correlated
-// EXISTS among the index step's conditions, the planner ran the index's
-// scan once per session of the handle (a phrase of common words with a
-// participant: 0.6 s at a million events, then past the request's limit);
-// with the sessions listed (= ANY) it read every event of them through
-// events_pkey (80-200 ms at ten million events for any term); with a key
-// per session in the search index, GIN merged the posting lists of the
-// handle's 300 sessions for every event it checked (1.4 s).
 func (d dialect) searchParticipant(arg string) string {
 	return "EXISTS (SELECT 1 FROM participants p WHERE p.session_id = e.session_id AND p.handle = " + arg + ")"
+}
+
+// searchParticipantSessions is the same condition as a list of sessions,
+// read once, for the step that reads the events of those sessions by key
+// (searchStep.sessions, PostgreSQL: events_pkey).
+func (d dialect) searchParticipantSessions(arg string) string {
+	return "e.session_id = ANY(ARRAY(SELECT p.session_id FROM participants p WHERE p.handle = " + arg + "))"
 }
 
 // searchWalkColumns are the columns of events that the walk step of a

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -140,6 +141,10 @@ type searchStep struct {
 	walk, limit  int
 	budget       time.Duration
 	ifOverBudget bool
+	// sessions: an index step that reads the events of the participant's
+	// sessions by key (events_pkey) rather than the search index
+	// (searchRace).
+	sessions bool
 	// windows: the step is searchWindows (PostgreSQL), which runs capped
 	// index steps with a key: the hits within the time window of key
 	// (searchKey), created before below.
@@ -194,14 +199,28 @@ func (s *Store) search(ctx context.Context, f SearchFilter) ([]SearchHit, error)
 		if st.ifOverBudget && !overBudget {
 			continue
 		}
-		if searchStepRan != nil {
-			searchStepRan(st)
-		}
+		stepRan(st)
 		if st.windows {
-			hits, ok, err := s.searchWindows(ctx, f)
+			// The capped index step, at once with the windows or, for a
+			// participant's events, with the step that reads them by
+			// session (searchRace).
+			second := func(ctx context.Context) ([]SearchHit, bool, error) { return s.searchWindows(ctx, f) }
+			if f.Participant != "" {
+				second = func(ctx context.Context) ([]SearchHit, bool, error) {
+					st := searchStep{sessions: true, budget: searchSessionsBudget}
+					stepRan(st)
+					hits, _, err := s.searchStep(ctx, f, st)
+					if err != nil && ctx.Err() == nil && s.d.searchBudgetSpent(err) {
+						return nil, false, nil
+					}
+					return hits, err == nil, err
+				}
+			}
+			hits, ok, spent, err := s.searchRace(ctx, f, second)
 			if err != nil || ok {
 				return hits, err
 			}
+			overBudget = spent
 			continue
 		}
 		hits, candidates, err := s.searchStep(ctx, f, st)
@@ -219,11 +238,13 @@ func (s *Store) search(ctx context.Context, f SearchFilter) ([]SearchHit, error)
 				steps = append(steps, searchStep{walk: 2 * searchWalkShort * f.Limit / len(hits)})
 			}
 			if s.d.searchKeys && f.Session == "" {
-				// (One session's events are few: its index step is cheap.)
+				// The windows, and the capped index step at once (one
+				// session's events are few: its index step alone is cheap).
 				steps = append(steps, searchStep{windows: true})
+			} else {
+				steps = append(steps, searchStep{limit: searchIndexCap, budget: searchIndexBudget})
 			}
-			steps = append(steps, searchStep{limit: searchIndexCap, budget: searchIndexBudget}, searchStep{walk: searchWalkLong},
-				searchStep{budget: searchAllHitsBudget, ifOverBudget: true})
+			steps = append(steps, searchStep{walk: searchWalkLong}, searchStep{budget: searchAllHitsBudget, ifOverBudget: true})
 			for _, n := range searchWalksOverBudget {
 				steps = append(steps, searchStep{walk: n, ifOverBudget: true})
 			}
@@ -235,6 +256,18 @@ func (s *Store) search(ctx context.Context, f SearchFilter) ([]SearchHit, error)
 
 // searchStepRan, when set (by a test), sees every step search runs.
 var searchStepRan func(searchStep)
+
+// stepRanMu serialises the calls of searchStepRan: the windows and the
+// capped index step run at once (searchWindowsOrIndex).
+var stepRanMu sync.Mutex
+
+func stepRan(st searchStep) {
+	if searchStepRan != nil {
+		stepRanMu.Lock()
+		defer stepRanMu.Unlock()
+		searchStepRan(st)
+	}
+}
 
 // searchStep runs one step of search: its hits and, for an index step
 // with a limit, how many candidates it found (at most limit + 1), for a
@@ -287,11 +320,7 @@ func (s *Store) searchStep(ctx context.Context, f SearchFilter, st searchStep) (
 // searchSQL is the SELECT of one step of search, and its arguments (on
 // PostgreSQL led by pgx's query option, see dialect.planPerRun).
 func (s *Store) searchSQL(f SearchFilter, st searchStep) (string, []any) {
-	// checked are conditions checked only on the rows an index step found
-	// (dialect.searchParticipant). The step counts its candidates before
-	// them, so its cap bounds the rows it reads; with no more candidates
-	// than the cap, it found every hit, and the page it checks is exact.
-	var match, filters, bounds, checked []string
+	var match, filters, bounds []string
 	var args []any
 	arg := func(v any) string {
 		args = append(args, v)
@@ -340,10 +369,11 @@ func (s *Store) searchSQL(f SearchFilter, st searchStep) (string, []any) {
 		filters = append(filters, "e.subject = "+arg(f.Sender))
 	}
 	if f.Participant != "" {
-		if p := s.d.searchParticipant(arg(f.Participant)); s.d.searchKeys && st.walk == 0 {
-			checked = append(checked, p)
+		p := arg(f.Participant)
+		if st.sessions {
+			filters = append(filters, s.d.searchParticipantSessions(p))
 		} else {
-			filters = append(filters, p)
+			filters = append(filters, s.d.searchParticipant(p))
 		}
 	}
 	if f.Type != "" {
@@ -413,21 +443,9 @@ func (s *Store) searchSQL(f SearchFilter, st searchStep) (string, []any) {
 		// are more), in no order: the scan stops at limit + 1.
 		// MATERIALIZED: the candidates are computed on their own, so that the
 		// planner cannot push the ORDER BY into them (both dialects have it).
-		// Every row carries how many candidates there were; with no hit
-		// on the page (all candidates failed the checked conditions), one
-		// row of empty columns carries it alone, as in a walk.
 		q = `WITH c AS MATERIALIZED (SELECT e.session_id, e.sequence, e.created_at FROM events e` +
-			andWhere(indexed, "\n\t\t\t") + ` LIMIT ` + arg(st.limit+1) + `),
-		cp AS MATERIALIZED (` + page("c e", checked, "") + `)
-		SELECT * FROM (SELECT ` + cols + `, (SELECT count(*) FROM c) AS found FROM events h
-			WHERE (h.session_id, h.sequence) IN (SELECT session_id, sequence FROM cp)
-		UNION ALL
-		SELECT '', 0, '', '', '', '', 0, '', '', (SELECT count(*) FROM c) WHERE NOT EXISTS (SELECT 1 FROM cp)) capped`
-		outer = "capped."
-	case len(checked) > 0:
-		// Every hit, computed on its own, then checked.
-		q = `WITH c AS MATERIALIZED (SELECT e.session_id, e.sequence, e.created_at FROM events e` + andWhere(indexed, "\n\t\t\t") + `)
-		SELECT ` + cols + `, 0 FROM events h WHERE (h.session_id, h.sequence) IN (` + page("c e", checked, "") + `)`
+			andWhere(indexed, "\n\t\t\t") + ` LIMIT ` + arg(st.limit+1) + `)
+		SELECT ` + cols + `, (SELECT count(*) FROM c) FROM events h WHERE (h.session_id, h.sequence) IN (` + page("c e", nil, "") + `)`
 	default:
 		q = `SELECT ` + cols + `, 0 FROM events h WHERE (h.session_id, h.sequence) IN (` +
 			page("events e", indexed, " + 0") + `)`

@@ -48,9 +48,79 @@ var searchWindowCap = 2000
 // it holds, as if over searchWindowCap. searchWindowsBudget is the time
 // all of them may take. Variables for the tests that spend them.
 var (
-	searchWindowBudget  = 100 * time.Millisecond
+	searchWindowBudget  = 50 * time.Millisecond
 	searchWindowsBudget = time.Second
 )
+
+// searchSessionsBudget is the time the step that reads a participant's
+// events by session may take (searchRace); past it, search goes on with
+// its other steps.
+var searchSessionsBudget = time.Second
+
+// searchRace runs the capped index step and second at once, and takes the
+// first answer; the loser is cancelled. ok is false when neither answered;
+// spent, when the capped index step ran out of its budget (search then
+// takes the steps for such terms). second is:
+//
+//   - searchWindows. Neither is cheap for every term: the capped index step
+//     costs every hit of the term in the log (a term common in the log but
+//     absent from its newest events ran out of its 100 ms budget at ten
+//     million events), the windows cost the windows they read (a term
+//     whose trigrams are common but which has few hits, such as an e-mail
+//     address, reads posting lists as long as the log in the largest
+//     windows: 150 ms at ten million events, where the capped step took 70).
+//   - with a participant, the step that reads the events of the
+//     participant's sessions by key (searchStep.sessions): its cost is
+//     their events (30,000 at ten million events: 90-200 ms), where the
+//     capped index step's is the term's hits in the log, and counts only
+//     those in the participant's sessions against its cap. The planner
+//     cannot tell which is cheaper (it took 1 s to check a phrase of
+//     common words through the index, 3 s for two common words).
+func (s *Store) searchRace(ctx context.Context, f SearchFilter, second func(context.Context) ([]SearchHit, bool, error)) (hits []SearchHit, ok, spent bool, err error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type answer struct {
+		hits      []SearchHit
+		ok, spent bool
+		err       error
+	}
+	index := make(chan answer, 1)
+	go func() {
+		st := searchStep{limit: searchIndexCap, budget: searchIndexBudget}
+		stepRan(st)
+		hits, candidates, err := s.searchStep(ctx, f, st)
+		switch {
+		case err != nil && ctx.Err() == nil && s.d.searchBudgetSpent(err):
+			index <- answer{spent: true}
+		case err != nil:
+			index <- answer{err: err}
+		default:
+			index <- answer{hits: hits, ok: candidates <= st.limit}
+		}
+	}()
+	other := make(chan answer, 1)
+	go func() {
+		hits, ok, err := second(ctx)
+		other <- answer{hits: hits, ok: ok, err: err}
+	}()
+	var indexDone, otherDone bool
+	for !indexDone || !otherDone {
+		var a answer
+		select {
+		case a = <-index:
+			indexDone, spent = true, a.spent
+		case a = <-other:
+			otherDone = true
+		}
+		if a.err != nil && ctx.Err() == nil {
+			return nil, false, false, a.err
+		}
+		if a.ok {
+			return a.hits, true, false, nil
+		}
+	}
+	return nil, false, spent, nil
+}
 
 // searchWindows answers f from the newest window down, or reports that it
 // could not (ok false: over searchMaxWindows or searchWindowsBudget), and
@@ -96,15 +166,15 @@ func (s *Store) searchWindows(ctx context.Context, f SearchFilter) ([]SearchHit,
 		g := f
 		g.Limit = f.Limit - len(out)
 		st := searchStep{limit: searchWindowCap, budget: searchWindowBudget, key: searchKey(level, top), below: upper}
-		if searchStepRan != nil {
-			searchStepRan(st)
-		}
+		stepRan(st)
 		hits, candidates, err := s.searchStep(ctx, g, st)
 		switch {
 		case err != nil && ctx.Err() == nil && s.d.searchBudgetSpent(err), err == nil && candidates > searchWindowCap:
 			if level > 0 {
+				// Two sizes smaller: a window with too many hits holds a
+				// common term, whose page the smaller windows fill.
 				ceilingUntil = lo
-				level--
+				level = max(level-2, 0)
 				ceiling = level
 				continue
 			}
@@ -147,9 +217,7 @@ func (s *Store) searchStretch(ctx context.Context, f SearchFilter, lo, upper int
 		f.Until = upper
 	}
 	for _, st := range []searchStep{{walk: searchWalkLong}, {}} {
-		if searchStepRan != nil {
-			searchStepRan(st)
-		}
+		stepRan(st)
 		hits, candidates, err := s.searchStep(ctx, f, st)
 		if err != nil || st.walk == 0 || len(hits) >= f.Limit || candidates < st.walk {
 			return hits, err
