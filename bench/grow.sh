@@ -41,7 +41,13 @@ start_aspd() { # $1: database, or the directory of an embedded (SQLite) store
 	ASPD_ADMIN_TOKEN=$ASPBENCH_ADMIN_TOKEN "$ASPD_BIN" "${store[@]}" \
 		--listen "$ADDR" >"$OUT/aspd-${1//\//_}.log" 2>&1 &
 	PID=$!
-	for _ in $(seq 100); do curl -fs "http://$ADDR/readyz" >/dev/null && return; sleep 0.1; done
+	# Up to 10 minutes: a store of millions of events may have a migration
+	# to run first (00011 builds the search index: 260 s at 10M events).
+	for _ in $(seq 6000); do
+		curl -fs "http://$ADDR/readyz" >/dev/null && return
+		kill -0 "$PID" 2>/dev/null || break
+		sleep 0.1
+	done
 	echo "aspd did not start" >&2; exit 1
 }
 stop_aspd() {
