@@ -12,6 +12,7 @@
 #   bench/grow.sh measure aspd_grow    # measure an existing database
 #   bench/grow.sh fill aspd_grow 0 1000000      # create (if need be) and grow it
 #   bench/grow.sh disk aspd_grow
+#   bench/grow.sh migrate aspd_grow    # run the pending migrations (a new build on an older store)
 #   bench/grow.sh fill-sqlite aspd_grow /tmp/grow-sqlite   # an embedded store with its events
 #   SEARCH_ONLY=1 bench/grow.sh measure /tmp/grow-sqlite  # reads and search only
 #   SIZES="1000000" bench/grow.sh      # only 1M
@@ -174,6 +175,7 @@ fill-sqlite) fill_sqlite "$2" "$3" ;;
 measure) measure "$2" ;;
 disk) disk "$2" ;;
 create) create "$2" ;;
+migrate) start_aspd "$2"; stop_aspd ;; # run pending migrations (aspd migrates when it starts)
 all)
 	create aspd_grow
 	measure aspd_grow
@@ -184,5 +186,5 @@ all)
 		measure aspd_grow
 		disk aspd_grow
 	done ;;
-*) echo "usage: $0 [all | fill DB FROM TO | fill-sqlite DB DIR | measure DB|DIR | disk DB | create DB]" >&2; exit 2 ;;
+*) echo "usage: $0 [all | fill DB FROM TO | fill-sqlite DB DIR | measure DB|DIR | disk DB | create DB | migrate DB]" >&2; exit 2 ;;
 esac

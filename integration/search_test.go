@@ -240,3 +240,100 @@ func TestSearchFindsEventsFromBeforeSearch(t *testing.T) {
 		}
 	})
 }
+
+// A term whose hits are all older than the newest events: the first walk
+// (the newest 1,000 events) finds none, so on PostgreSQL the search races
+// its index step against the time windows (and, with a participant,
+// against reading the participant's sessions by key); on SQLite the FTS5
+// index step answers. Every page, over HTTP, is exactly the newest hits,
+// whichever step answered.
+func TestSearchBelowTheNewestEvents(t *testing.T) {
+	if testing.Short() {
+		t.Skip("sends 1,645 messages")
+	}
+	backends(t, func(t *testing.T, dbURL string) {
+		s := startServer(t, dbURL)
+		a := s.provision("@acme.alice", "open")
+		b := s.provision("@acme.bob", "open")
+		sid := a.createSession(map[string]any{"invite": []string{b.handle}, "topic": "needles"})
+		b.join(sid)
+		var needles []int64 // newest first
+		for i := range 45 {
+			needles = append([]int64{a.send(sid, fmt.Sprintf("the needle report %d is ready", i))}, needles...)
+		}
+		// 1,600 messages of other words on top, in four other sessions.
+		done := make(chan struct{}, 4)
+		for g := range 4 {
+			other := a.createSession(map[string]any{"topic": fmt.Sprint("hay ", g)})
+			go func() {
+				defer func() { done <- struct{}{} }()
+				for i := range 400 {
+					code, body := a.do("POST", "/sessions/"+other+"/messages", map[string]any{"content": fmt.Sprintf("plain hay chatter %d", i)})
+					if code != http.StatusCreated {
+						t.Errorf("send: %d %s", code, body)
+						return
+					}
+				}
+			}()
+		}
+		for range 4 {
+			<-done
+		}
+		answers := func() map[string]int64 {
+			out := map[string]int64{}
+			for _, step := range []string{"walk", "index", "windows", "sessions", "all_hits"} {
+				out[step] = clusterMetric(t, s, `aspd_search_answers_total{step="`+step+`"}`)
+			}
+			return out
+		}
+		before := answers()
+		if got := s.search(t, url.Values{"q": {"needle"}}).seqs(); !reflect.DeepEqual(got, needles[:20]) {
+			t.Errorf("search needle: %v, want %v", got, needles[:20])
+		}
+		// One search, one answer; not the walk's (1,000 events of hay), and
+		// on SQLite never a PostgreSQL step.
+		after := answers()
+		sum := int64(0)
+		for step, n := range after {
+			sum += n - before[step]
+		}
+		switch {
+		case sum != 1 || after["walk"] != before["walk"]:
+			t.Errorf("aspd_search_answers_total before %v, after %v: want one answer, not the walk's", before, after)
+		case strings.HasPrefix(dbURL, "postgres") && after["index"]+after["windows"] != before["index"]+before["windows"]+1:
+			t.Errorf("PostgreSQL: answered by %v -> %v, want the index step or the windows (the race)", before, after)
+		case !strings.HasPrefix(dbURL, "postgres") && after["index"] != before["index"]+1:
+			t.Errorf("SQLite: answered by %v -> %v, want the index step", before, after)
+		}
+		for _, q := range []url.Values{
+			{"q": {"needle"}},
+			{"q": {`"needle report"`}},
+			{"q": {"needl"}},
+			{"q": {"needle"}, "participant": {b.handle}},
+			{"q": {"report -hay"}},
+		} {
+			var got []int64
+			cursor := ""
+			for page := 0; page < 5; page++ {
+				params := url.Values{"limit": {"20"}}
+				for k, v := range q {
+					params[k] = v
+				}
+				if cursor != "" {
+					params.Set("cursor", cursor)
+				}
+				ans := s.search(t, params)
+				got = append(got, ans.seqs()...)
+				if cursor = ans.NextCursor; cursor == "" {
+					break
+				}
+			}
+			if !reflect.DeepEqual(got, needles) {
+				t.Errorf("search %v, every page: sequences %v, want %v", q, got, needles)
+			}
+		}
+		if got := s.search(t, url.Values{"q": {"needle"}, "participant": {"@acme.nobody"}}).seqs(); len(got) != 0 {
+			t.Errorf("search needle with a participant in none of the sessions: %v", got)
+		}
+	})
+}

@@ -9,6 +9,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/aspd/aspd/store"
 )
 
 // metrics is the HTTP adapter's part of what GET /metrics (operator token)
@@ -68,6 +70,13 @@ func newMetrics(s *Server, reg *prometheus.Registry) *metrics {
 			}
 			return float64(misses)
 		}))
+	}
+	for _, step := range store.SearchSteps {
+		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name:        "aspd_search_answers_total",
+			Help:        "Operator searches answered by each step (docs/search.md): walk (the newest events), index (the index's hits, at most 5,000), windows (PostgreSQL's time windows), sessions (a participant's sessions, read by key), all_hits (every index hit, sorted).",
+			ConstLabels: prometheus.Labels{"step": step},
+		}, func() float64 { return float64(s.app.Store().SearchAnswers(step)) }))
 	}
 	m.handler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
 	return m

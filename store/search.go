@@ -5,8 +5,10 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -204,8 +206,9 @@ func (s *Store) search(ctx context.Context, f SearchFilter) ([]SearchHit, error)
 			// The capped index step, at once with the windows or, for a
 			// participant's events, with the step that reads them by
 			// session (searchRace).
-			second := func(ctx context.Context) ([]SearchHit, bool, error) { return s.searchWindows(ctx, f) }
+			second, kind := func(ctx context.Context) ([]SearchHit, bool, error) { return s.searchWindows(ctx, f) }, "windows"
 			if f.Participant != "" {
+				kind = "sessions"
 				second = func(ctx context.Context) ([]SearchHit, bool, error) {
 					st := searchStep{sessions: true, budget: searchSessionsBudget}
 					stepRan(st)
@@ -216,8 +219,9 @@ func (s *Store) search(ctx context.Context, f SearchFilter) ([]SearchHit, error)
 					return hits, err == nil, err
 				}
 			}
-			hits, ok, spent, err := s.searchRace(ctx, f, second)
+			hits, winner, ok, spent, err := s.searchRace(ctx, f, second, kind)
 			if err != nil || ok {
+				s.searchAnswered(winner)
 				return hits, err
 			}
 			overBudget = spent
@@ -230,8 +234,11 @@ func (s *Store) search(ctx context.Context, f SearchFilter) ([]SearchHit, error)
 			continue // as if over the cap: the next steps answer
 		case err != nil:
 			return nil, err
-		case st.walk > 0 && (len(hits) >= f.Limit || candidates < st.walk),
-			st.walk == 0 && (st.limit == 0 || candidates <= st.limit):
+		case st.walk > 0 && (len(hits) >= f.Limit || candidates < st.walk):
+			s.searchAnswered("walk")
+			return hits, nil
+		case st.walk == 0 && (st.limit == 0 || candidates <= st.limit):
+			s.searchAnswered(map[bool]string{true: "all_hits", false: "index"}[st.limit == 0])
 			return hits, nil
 		case i == 0:
 			if len(hits) >= 2 && 2*searchWalkShort*f.Limit/len(hits) < searchWalkLong {
@@ -252,6 +259,31 @@ func (s *Store) search(ctx context.Context, f SearchFilter) ([]SearchHit, error)
 		}
 	}
 	panic("unreachable: the last step always answers")
+}
+
+// SearchSteps are the steps that answer a search, as
+// aspd_search_answers_total names them: a walk of the newest events, the
+// index step (its hits, at most searchIndexCap), the time windows, the
+// step that reads a participant's sessions by key, and the index step
+// with every hit.
+var SearchSteps = []string{"walk", "index", "windows", "sessions", "all_hits"}
+
+// searchAnswers counts the searches each step of SearchSteps answered.
+type searchAnswers [5]atomic.Int64
+
+func (s *Store) searchAnswered(step string) {
+	if i := slices.Index(SearchSteps, step); i >= 0 {
+		s.searchAnswers[i].Add(1)
+	}
+}
+
+// SearchAnswers is how many searches step (one of SearchSteps) answered
+// since the store opened.
+func (s *Store) SearchAnswers(step string) int64 {
+	if i := slices.Index(SearchSteps, step); i >= 0 {
+		return s.searchAnswers[i].Load()
+	}
+	return 0
 }
 
 // searchStepRan, when set (by a test), sees every step search runs.

@@ -19,6 +19,8 @@ import (
 // log newest first, window by window, and so finds the newest hits of a
 // word that is common in the log but absent from its newest events (at
 // ten million events, up to 1.2 s through the walks and budgets alone).
+// searchRace runs the windows at once with the index step, whose cost is
+// the term's hits in the log, and takes the first answer.
 
 // searchKeyLevels is how many window sizes the index holds: 2^16 ms
 // (about a minute) to 2^36 ms (2.2 years), each 16 times the last.
@@ -76,7 +78,9 @@ var searchSessionsBudget = time.Second
 //     those in the participant's sessions against its cap. The planner
 //     cannot tell which is cheaper (it took 1 s to check a phrase of
 //     common words through the index, 3 s for two common words).
-func (s *Store) searchRace(ctx context.Context, f SearchFilter, second func(context.Context) ([]SearchHit, bool, error)) (hits []SearchHit, ok, spent bool, err error) {
+//
+// winner is "index" or secondKind (SearchSteps), whichever answered.
+func (s *Store) searchRace(ctx context.Context, f SearchFilter, second func(context.Context) ([]SearchHit, bool, error), secondKind string) (hits []SearchHit, winner string, ok, spent bool, err error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	type answer struct {
@@ -108,18 +112,18 @@ func (s *Store) searchRace(ctx context.Context, f SearchFilter, second func(cont
 		var a answer
 		select {
 		case a = <-index:
-			indexDone, spent = true, a.spent
+			indexDone, spent, winner = true, a.spent, "index"
 		case a = <-other:
-			otherDone = true
+			otherDone, winner = true, secondKind
 		}
 		if a.err != nil && ctx.Err() == nil {
-			return nil, false, false, a.err
+			return nil, "", false, false, a.err
 		}
 		if a.ok {
-			return a.hits, true, false, nil
+			return a.hits, winner, true, false, nil
 		}
 	}
-	return nil, false, spent, nil
+	return nil, "", false, spent, nil
 }
 
 // searchWindows answers f from the newest window down, or reports that it

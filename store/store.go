@@ -53,8 +53,9 @@ type Store struct {
 	searches chan struct{}
 	// members caches sessions' participants for the message path
 	// (members.go); nil disables it.
-	members *memberCache
-	guesses guessStats // appendCached's hits and misses (fastappend.go)
+	members       *memberCache
+	guesses       guessStats    // appendCached's hits and misses (fastappend.go)
+	searchAnswers searchAnswers // the searches each step answered (search.go)
 }
 
 // requestTxTimeout bounds a request's write transaction.
