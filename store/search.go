@@ -365,7 +365,11 @@ func (s *Store) searchSQL(f SearchFilter, st searchStep) (string, []any) {
 				out = append(out, searchPart{arg: arg(s.d.searchWordArg(t.Words))})
 			}
 			if t.Substring() {
-				out = append(out, searchPart{substring: true, arg: arg(s.d.searchSubstringArg(t.Text))})
+				part := searchPart{substring: true, arg: arg(s.d.searchSubstringArg(t.Text))}
+				if q := s.d.searchSubstringWordsArg(t.SubstringWords()); q != "" {
+					part.words = arg(q)
+				}
+				out = append(out, part)
 			}
 		}
 		return out

@@ -117,6 +117,11 @@ func TestSearchSameHitsOnBothStores(t *testing.T) {
 		{name: "part of an e-mail address", q: "alice", want: []string{"m2"}},
 		{name: "domain in an e-mail and a URL", q: "example", want: []string{"m3", "m2"}},
 		{name: "URL", q: "https://docs.example.org/guide", want: []string{"m3"}},
+		// Inner words and the start of the last one (PostgreSQL asks the
+		// word index for them first: search.Term.SubstringWords).
+		{name: "part of a URL, cut inside its first and last words", q: "OCS.EXAMPLE.ORG/GUI", want: []string{"m3"}},
+		{name: "part of a URL whose last word goes on", q: "example.org/guid", want: []string{"m3"}},
+		{name: "a URL's words in another order", q: "org.example.docs", want: []string{}},
 		{name: "handle", q: "@kim.assistant", want: []string{"m5", "m3"}},
 		{name: "handle without its @", q: "kim.assistant", want: []string{"m5", "m3"}},
 		{name: "phrase of an address's words", q: `"alice example"`, want: []string{"m2"}},

@@ -39,6 +39,41 @@ type Term struct {
 // MinSubstringChars characters long.
 func (t Term) Substring() bool { return utf8.RuneCountInString(t.Text) >= MinSubstringChars }
 
+// SubstringWords are words that every text holding t.Text as a
+// substring (case-insensitively) holds too, as the word index splits it
+// (Words): inner, each word of t.Text with a separator (a character that
+// is not a letter or digit) on both sides within t.Text, whole; prefix,
+// its last word, when a separator precedes it, as the start of a word
+// (the text's word there may go on). The first word is neither: the
+// text's word there may begin earlier. So "tickets.example.org/issue/4242"
+// gives example, org and issue, and the prefix 4242, and a text can hold
+// the URL only if it holds those. Only for ASCII text, where Go's and the
+// database's case folding agree; otherwise none.
+func (t Term) SubstringWords() (inner []string, prefix string) {
+	text := t.Text
+	for i := 0; i < len(text); i++ {
+		if text[i] >= utf8.RuneSelf {
+			return nil, ""
+		}
+	}
+	start := -1 // the current word's first byte
+	for i := 0; i <= len(text); i++ {
+		word := i < len(text) && isWordRune(rune(text[i]))
+		switch {
+		case word && start < 0:
+			start = i
+		case !word && start >= 0:
+			if start > 0 && i < len(text) {
+				inner = append(inner, strings.ToLower(text[start:i]))
+			} else if start > 0 {
+				prefix = strings.ToLower(text[start:i])
+			}
+			start = -1
+		}
+	}
+	return inner, prefix
+}
+
 // Query is a parsed query: an event matches when, for every group of All,
 // at least one of the group's terms matches, and none of None matches.
 type Query struct {

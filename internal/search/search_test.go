@@ -3,6 +3,7 @@ package search
 import (
 	"encoding/json"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -217,5 +218,38 @@ func BenchmarkExtractEvent(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+func TestSubstringWords(t *testing.T) {
+	for _, c := range []struct {
+		text   string
+		inner  []string
+		prefix string
+	}{
+		{"tickets.example.org/issue/4242", []string{"example", "org", "issue"}, "4242"},
+		{"@acme.agent42", []string{"acme"}, "agent42"},
+		{"user42@example.com", []string{"example"}, "com"},
+		{"Carol@Example.COM.", []string{"example", "com"}, ""},
+		{"widget", nil, ""},
+		{"wid", nil, ""},
+		{"-a-", []string{"a"}, ""},
+		{"==>", nil, ""},
+		{"café.menu", nil, ""}, // not ASCII: none
+	} {
+		inner, prefix := Term{Text: c.text}.SubstringWords()
+		if !slices.Equal(inner, c.inner) || prefix != c.prefix {
+			t.Errorf("%q: inner %q, prefix %q; want %q, %q", c.text, inner, prefix, c.inner, c.prefix)
+		}
+		// Each is in the words of a text that holds the term.
+		words := Words("see x" + strings.ToUpper(c.text) + "9 now")
+		for _, w := range inner {
+			if !slices.Contains(words, w) {
+				t.Errorf("%q: inner word %q is not a word of a text holding it: %q", c.text, w, words)
+			}
+		}
+		if prefix != "" && !slices.ContainsFunc(words, func(w string) bool { return strings.HasPrefix(w, prefix) }) {
+			t.Errorf("%q: no word of %q starts with %q", c.text, words, prefix)
+		}
 	}
 }
