@@ -59,68 +59,70 @@ var (
 // its other steps.
 var searchSessionsBudget = time.Second
 
-// searchRace runs the capped index step and second at once, and takes the
-// first answer; the loser is cancelled. ok is false when neither answered;
-// spent, when the capped index step ran out of its budget (search then
-// takes the steps for such terms). second is:
+// searchRacer is one step searchRace runs: its name in SearchSteps, and
+// its run, which reports whether it answered.
+type searchRacer struct {
+	kind string
+	run  func(context.Context) ([]SearchHit, bool, error)
+}
+
+// searchRace runs the capped index step and others at once, and takes the
+// first answer; the losers are cancelled. winner is the name of the step
+// that answered (SearchSteps); ok is false when none did; spent, when the
+// capped index step ran out of its budget (search then takes the steps
+// for such terms). No one of them is cheap for every term:
 //
-//   - searchWindows. Neither is cheap for every term: the capped index step
-//     costs every hit of the term in the log (a term common in the log but
-//     absent from its newest events ran out of its 100 ms budget at ten
-//     million events), the windows cost the windows they read (a term
-//     whose trigrams are common but which has few hits, such as an e-mail
+//   - the capped index step costs every hit of the term in the log (a term
+//     common in the log but absent from its newest events ran out of its
+//     100 ms budget at ten million events);
+//   - the windows (searchWindows) cost the windows they read (a term whose
+//     trigrams are common but which has few hits, such as an e-mail
 //     address, reads posting lists as long as the log in the largest
-//     windows: 150 ms at ten million events, where the capped step took 70).
+//     windows: 150 ms at ten million events, where the capped step took
+//     70);
 //   - with a participant, the step that reads the events of the
-//     participant's sessions by key (searchStep.sessions): its cost is
-//     their events (30,000 at ten million events: 90-200 ms), where the
-//     capped index step's is the term's hits in the log, and counts only
-//     those in the participant's sessions against its cap. The planner
-//     cannot tell which is cheaper (it took 1 s to check a phrase of
-//     common words through the index, 3 s for two common words).
-//
-// winner is "index" or secondKind (SearchSteps), whichever answered.
-func (s *Store) searchRace(ctx context.Context, f SearchFilter, second func(context.Context) ([]SearchHit, bool, error), secondKind string) (hits []SearchHit, winner string, ok, spent bool, err error) {
+//     participant's sessions by key (searchStep.sessions) costs their
+//     events (30,000 at ten million events: 80-120 ms), and is the one that
+//     answers a term with few hits in those sessions but many elsewhere
+//     (the planner cannot tell: through the index, 1 s for a phrase of
+//     common words, 3 s for two common words).
+func (s *Store) searchRace(ctx context.Context, f SearchFilter, others ...searchRacer) (hits []SearchHit, winner string, ok, spent bool, err error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	type answer struct {
+		kind      string
 		hits      []SearchHit
 		ok, spent bool
 		err       error
 	}
-	index := make(chan answer, 1)
+	answers := make(chan answer, 1+len(others))
 	go func() {
 		st := searchStep{limit: searchIndexCap, budget: searchIndexBudget}
 		stepRan(st)
 		hits, candidates, err := s.searchStep(ctx, f, st)
 		switch {
 		case err != nil && ctx.Err() == nil && s.d.searchBudgetSpent(err):
-			index <- answer{spent: true}
+			answers <- answer{kind: "index", spent: true}
 		case err != nil:
-			index <- answer{err: err}
+			answers <- answer{kind: "index", err: err}
 		default:
-			index <- answer{hits: hits, ok: candidates <= st.limit}
+			answers <- answer{kind: "index", hits: hits, ok: candidates <= st.limit}
 		}
 	}()
-	other := make(chan answer, 1)
-	go func() {
-		hits, ok, err := second(ctx)
-		other <- answer{hits: hits, ok: ok, err: err}
-	}()
-	var indexDone, otherDone bool
-	for !indexDone || !otherDone {
-		var a answer
-		select {
-		case a = <-index:
-			indexDone, spent, winner = true, a.spent, "index"
-		case a = <-other:
-			otherDone, winner = true, secondKind
-		}
+	for _, r := range others {
+		go func() {
+			hits, ok, err := r.run(ctx)
+			answers <- answer{kind: r.kind, hits: hits, ok: ok, err: err}
+		}()
+	}
+	for range 1 + len(others) {
+		a := <-answers
+		spent = spent || a.spent
 		if a.err != nil && ctx.Err() == nil {
 			return nil, "", false, false, a.err
 		}
 		if a.ok {
-			return a.hits, winner, true, false, nil
+			return a.hits, a.kind, true, false, nil
 		}
 	}
 	return nil, "", false, spent, nil
