@@ -55,6 +55,22 @@ func growForPlans(t *testing.T, s *Store, n int) {
 	}
 }
 
+// grownPlanStore is a PostgreSQL store grown by growForPlans to 60,000
+// events, closed when the test ends.
+func grownPlanStore(t *testing.T) *Store {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("grows a store of 60,000 events")
+	}
+	s, err := Open(context.Background(), dbtest.Postgres(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	growForPlans(t, s, 60000)
+	return s
+}
+
 // planShapes are the query shapes of docs/search.md that the plans and
 // the grown-store answers are checked for.
 var planShapes = []string{
@@ -127,15 +143,7 @@ func planCases(t *testing.T) []planCase {
 // filter, gets the same hits from search's steps as from sorting every
 // index hit (the last step alone, which is exact by construction).
 func TestSearchPlansOnGrownStore(t *testing.T) {
-	if testing.Short() {
-		t.Skip("grows a store of 60,000 events")
-	}
-	s, err := Open(context.Background(), dbtest.Postgres(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	growForPlans(t, s, 60000)
+	s := grownPlanStore(t)
 	ctx := context.Background()
 	for _, c := range planCases(t) {
 		f := c.f
@@ -378,15 +386,7 @@ func TestSearchKeysMatchTheIndex(t *testing.T) {
 // words lie on top, so that the common words are absent from the newest
 // windows and the windows grow until they find them.
 func TestSearchWindowsOnGrownStore(t *testing.T) {
-	if testing.Short() {
-		t.Skip("grows a store of 60,000 events")
-	}
-	s, err := Open(context.Background(), dbtest.Postgres(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	growForPlans(t, s, 60000)
+	s := grownPlanStore(t)
 	ctx := context.Background()
 	check := func(label string) {
 		t.Helper()
