@@ -177,7 +177,11 @@ type searchStep struct {
 //     (On SQLite a budget, interrupting the statement through its context,
 //     made a common word with a participant filter slower at a million
 //     events: 265 to 460 ms, 330 to 530 ms, as the steps after it cost
-//     more than the unbudgeted step they replace.)
+//     more than the unbudgeted step they replace.) On PostgreSQL, unless
+//     the search is within one session, it runs at once with the time
+//     windows (searchWindows) or, with a participant, with a step that
+//     reads the participant's sessions by key; the first to answer wins
+//     (searchRace, searchwindows.go).
 //  4. A walk of searchWalkLong events, for a term with more hits than
 //     that (or than the budget allowed) but few among the newest events.
 //  5. For a term whose capped index step ran out of its budget: the
@@ -205,10 +209,9 @@ func (s *Store) search(ctx context.Context, f SearchFilter) ([]SearchHit, error)
 		if st.windows {
 			// The capped index step, at once with the windows or, for a
 			// participant's events, with the step that reads them by
-			// session (searchRace).
-			// (The windows raced too for a participant's events, all three at
-			// once on two cores, were slower: 105-161 against 76-123 ms at
-			// ten million events.)
+			// session (searchRace). (All three at once, for a participant,
+			// were slower on two cores: 105-161 against 76-123 ms at ten
+			// million events.)
 			other := searchRacer{"windows", func(ctx context.Context) ([]SearchHit, bool, error) { return s.searchWindows(ctx, f) }}
 			if f.Participant != "" {
 				other = searchRacer{"sessions", func(ctx context.Context) ([]SearchHit, bool, error) {
@@ -240,7 +243,11 @@ func (s *Store) search(ctx context.Context, f SearchFilter) ([]SearchHit, error)
 			s.searchAnswered("walk")
 			return hits, nil
 		case st.walk == 0 && (st.limit == 0 || candidates <= st.limit):
-			s.searchAnswered(map[bool]string{true: "all_hits", false: "index"}[st.limit == 0])
+			if st.limit == 0 {
+				s.searchAnswered("all_hits")
+			} else {
+				s.searchAnswered("index")
+			}
 			return hits, nil
 		case i == 0:
 			if len(hits) >= 2 && 2*searchWalkShort*f.Limit/len(hits) < searchWalkLong {
@@ -268,13 +275,13 @@ func (s *Store) search(ctx context.Context, f SearchFilter) ([]SearchHit, error)
 // index step (its hits, at most searchIndexCap), the time windows, the
 // step that reads a participant's sessions by key, and the index step
 // with every hit.
-var SearchSteps = []string{"walk", "index", "windows", "sessions", "all_hits"}
+var SearchSteps = [...]string{"walk", "index", "windows", "sessions", "all_hits"}
 
 // searchAnswers counts the searches each step of SearchSteps answered.
-type searchAnswers [5]atomic.Int64
+type searchAnswers [len(SearchSteps)]atomic.Int64
 
 func (s *Store) searchAnswered(step string) {
-	if i := slices.Index(SearchSteps, step); i >= 0 {
+	if i := slices.Index(SearchSteps[:], step); i >= 0 {
 		s.searchAnswers[i].Add(1)
 	}
 }
@@ -282,7 +289,7 @@ func (s *Store) searchAnswered(step string) {
 // SearchAnswers is how many searches step (one of SearchSteps) answered
 // since the store opened.
 func (s *Store) SearchAnswers(step string) int64 {
-	if i := slices.Index(SearchSteps, step); i >= 0 {
+	if i := slices.Index(SearchSteps[:], step); i >= 0 {
 		return s.searchAnswers[i].Load()
 	}
 	return 0
@@ -291,8 +298,8 @@ func (s *Store) SearchAnswers(step string) int64 {
 // searchStepRan, when set (by a test), sees every step search runs.
 var searchStepRan func(searchStep)
 
-// stepRanMu serialises the calls of searchStepRan: the windows and the
-// capped index step run at once (searchWindowsOrIndex).
+// stepRanMu serialises the calls of searchStepRan: the steps of a race
+// run at once (searchRace).
 var stepRanMu sync.Mutex
 
 func stepRan(st searchStep) {
