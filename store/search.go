@@ -147,10 +147,12 @@ type searchStep struct {
 	// sessions by key (events_pkey) rather than the search index
 	// (searchRace).
 	sessions bool
-	// windows: the step is searchWindows (PostgreSQL), which runs capped
-	// index steps with a key: the hits within the time window of key
-	// (searchKey), created before below.
-	windows    bool
+	// race: the step is searchRace (PostgreSQL): the capped index step at
+	// once with the windows or with a participant's sessions step.
+	race bool
+	// key, below: a window's step (searchWindows), a capped index step for
+	// the hits within the time window of key (searchKey) created before
+	// below.
 	key, below int64
 }
 
@@ -206,7 +208,7 @@ func (s *Store) search(ctx context.Context, f SearchFilter) ([]SearchHit, error)
 			continue
 		}
 		stepRan(st)
-		if st.windows {
+		if st.race {
 			// The capped index step, at once with the windows or, for a
 			// participant's events, with the step that reads them by
 			// session (searchRace). (All three at once, for a participant,
@@ -256,7 +258,7 @@ func (s *Store) search(ctx context.Context, f SearchFilter) ([]SearchHit, error)
 			if s.d.searchKeys && f.Session == "" {
 				// The windows, and the capped index step at once (one
 				// session's events are few: its index step alone is cheap).
-				steps = append(steps, searchStep{windows: true})
+				steps = append(steps, searchStep{race: true})
 			} else {
 				steps = append(steps, searchStep{limit: searchIndexCap, budget: searchIndexBudget})
 			}
