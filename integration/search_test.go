@@ -281,7 +281,7 @@ func TestSearchBelowTheNewestEvents(t *testing.T) {
 		}
 		answers := func() map[string]int64 {
 			out := map[string]int64{}
-			for _, step := range []string{"walk", "index", "windows", "sessions", "all_hits"} {
+			for _, step := range []string{"walk", "index", "windows", "sessions_walk", "sessions", "all_hits"} {
 				out[step] = clusterMetric(t, s, `aspd_search_answers_total{step="`+step+`"}`)
 			}
 			return out
@@ -304,6 +304,16 @@ func TestSearchBelowTheNewestEvents(t *testing.T) {
 			t.Errorf("PostgreSQL: answered by %v -> %v, want the index step or the windows (the race)", before, after)
 		case !strings.HasPrefix(dbURL, "postgres") && after["index"] != before["index"]+1:
 			t.Errorf("SQLite: answered by %v -> %v, want the index step", before, after)
+		}
+		// With a participant, on PostgreSQL, the index step races the
+		// participant's walks (store/searchparticipant.go).
+		before = answers()
+		if got := s.search(t, url.Values{"q": {"needle"}, "participant": {b.handle}}).seqs(); !reflect.DeepEqual(got, needles[:20]) {
+			t.Errorf("search needle, participant %s: %v, want %v", b.handle, got, needles[:20])
+		}
+		after = answers()
+		if strings.HasPrefix(dbURL, "postgres") && after["index"]+after["sessions_walk"]+after["sessions"] != before["index"]+before["sessions_walk"]+before["sessions"]+1 {
+			t.Errorf("PostgreSQL, participant: answered by %v -> %v, want the index step or the participant's steps (the race)", before, after)
 		}
 		for _, q := range []url.Values{
 			{"q": {"needle"}},

@@ -74,7 +74,7 @@ func newMetrics(s *Server, reg *prometheus.Registry) *metrics {
 	for _, step := range store.SearchSteps {
 		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name:        "aspd_search_answers_total",
-			Help:        "Operator searches answered by each step (docs/search.md): walk (the newest events), index (the index's hits, at most 5,000), windows (PostgreSQL's time windows), sessions (a participant's sessions, read by key), all_hits (every index hit, sorted).",
+			Help:        "Operator searches answered by each step (docs/search.md): walk (the newest events), index (the index's hits, at most 5,000), windows (PostgreSQL's time windows), sessions_walk (the newest events of a participant's sessions), sessions (every event of a participant's sessions), all_hits (every index hit, sorted).",
 			ConstLabels: prometheus.Labels{"step": step},
 		}, func() float64 { return float64(s.app.Store().SearchAnswers(step)) }))
 	}

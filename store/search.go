@@ -147,6 +147,10 @@ type searchStep struct {
 	// sessions by key (events_pkey) rather than the search index
 	// (searchRace).
 	sessions bool
+	// sessionsWalk: a walk of the newest sessionsWalk events of the
+	// participant's sessions, read by session through events_session_time
+	// (searchParticipantWalks, PostgreSQL).
+	sessionsWalk int
 	// race: the step is searchRace (PostgreSQL): the capped index step at
 	// once with the windows or with a participant's sessions step.
 	race bool
@@ -181,9 +185,9 @@ type searchStep struct {
 //     events: 265 to 460 ms, 330 to 530 ms, as the steps after it cost
 //     more than the unbudgeted step they replace.) On PostgreSQL, unless
 //     the search is within one session, it runs at once with the time
-//     windows (searchWindows) or, with a participant, with a step that
-//     reads the participant's sessions by key; the first to answer wins
-//     (searchRace, searchwindows.go).
+//     windows (searchWindows) or, with a participant, with walks of the
+//     newest events of the participant's sessions (searchParticipantWalks);
+//     the first to answer wins (searchRace, searchwindows.go).
 //  4. A walk of searchWalkLong events, for a term with more hits than
 //     that (or than the budget allowed) but few among the newest events.
 //  5. For a term whose capped index step ran out of its budget: the
@@ -210,20 +214,17 @@ func (s *Store) search(ctx context.Context, f SearchFilter) ([]SearchHit, error)
 		stepRan(st)
 		if st.race {
 			// The capped index step, at once with the windows or, for a
-			// participant's events, with the step that reads them by
-			// session (searchRace). (All three at once, for a participant,
-			// were slower on two cores: 105-161 against 76-123 ms at ten
+			// participant's events, with the walks of them
+			// (searchRace). (The windows too, for a participant, were
+			// slower on two cores: 105-161 against 76-123 ms at ten
 			// million events.)
-			other := searchRacer{"windows", func(ctx context.Context) ([]SearchHit, bool, error) { return s.searchWindows(ctx, f) }}
+			other := searchRacer{func(ctx context.Context) ([]SearchHit, string, bool, error) {
+				hits, ok, err := s.searchWindows(ctx, f)
+				return hits, "windows", ok, err
+			}}
 			if f.Participant != "" {
-				other = searchRacer{"sessions", func(ctx context.Context) ([]SearchHit, bool, error) {
-					st := searchStep{sessions: true, budget: searchSessionsBudget}
-					stepRan(st)
-					hits, _, err := s.searchStep(ctx, f, st)
-					if err != nil && ctx.Err() == nil && s.d.searchBudgetSpent(err) {
-						return nil, false, nil
-					}
-					return hits, err == nil, err
+				other = searchRacer{func(ctx context.Context) ([]SearchHit, string, bool, error) {
+					return s.searchParticipantWalks(ctx, f)
 				}}
 			}
 			hits, winner, ok, spent, err := s.searchRace(ctx, f, other)
@@ -277,7 +278,7 @@ func (s *Store) search(ctx context.Context, f SearchFilter) ([]SearchHit, error)
 // index step (its hits, at most searchIndexCap), the time windows, the
 // step that reads a participant's sessions by key, and the index step
 // with every hit.
-var SearchSteps = [...]string{"walk", "index", "windows", "sessions", "all_hits"}
+var SearchSteps = [...]string{"walk", "index", "windows", "sessions_walk", "sessions", "all_hits"}
 
 // searchAnswers counts the searches each step of SearchSteps answered.
 type searchAnswers [len(SearchSteps)]atomic.Int64
@@ -415,11 +416,16 @@ func (s *Store) searchSQL(f SearchFilter, st searchStep) (string, []any) {
 		// The subject of a session.message is its sender (sessions.go).
 		filters = append(filters, "e.subject = "+arg(f.Sender))
 	}
+	participantArg := ""
 	if f.Participant != "" {
 		p := arg(f.Participant)
-		if st.sessions {
+		participantArg = p
+		switch {
+		case st.sessions:
 			filters = append(filters, s.d.searchParticipantSessions(p))
-		} else {
+		case st.sessionsWalk > 0:
+			// The walk reads the participant's sessions alone (below).
+		default:
 			filters = append(filters, s.d.searchParticipant(p))
 		}
 	}
@@ -430,7 +436,7 @@ func (s *Store) searchSQL(f SearchFilter, st searchStep) (string, []any) {
 	// within them. Their columns are the walk's CTE's (events, unqualified)
 	// or, in the index steps, those of events e.
 	prefix := "e."
-	if st.walk > 0 {
+	if st.walk > 0 || st.sessionsWalk > 0 {
 		prefix = ""
 	}
 	// A window's step (searchWindows) reads the search index only: its
@@ -470,6 +476,24 @@ func (s *Store) searchSQL(f SearchFilter, st searchStep) (string, []any) {
 	indexed := append(append([]string{}, conds...), bounds...)
 	q, outer := "", "h."
 	switch {
+	case st.sessionsWalk > 0:
+		// The walked events' keys, w: each of the participant's sessions'
+		// newest sessionsWalk events within the bounds, read from
+		// events_session_time alone (an index-only scan), and the newest
+		// sessionsWalk of those. Only w's events are then read whole, to
+		// be matched; the rows of p, the page, are as in a walk.
+		n := arg(st.sessionsWalk)
+		q = `WITH w AS MATERIALIZED (SELECT k.session_id, k.sequence, k.created_at
+			FROM unnest(` + s.d.searchParticipantSessionIDs(participantArg) + `) AS s(sid)
+			CROSS JOIN LATERAL (SELECT session_id, sequence, created_at FROM events` +
+			andWhere(append([]string{"session_id = s.sid"}, bounds...), "") + ` ORDER BY created_at DESC, sequence DESC LIMIT ` + n + `) k` +
+			fmt.Sprintf(order, "k.", "") + ` LIMIT ` + n + `),
+		p AS MATERIALIZED (` + page("w JOIN events e USING (session_id, sequence)", conds, "") + `)
+		SELECT * FROM (SELECT ` + cols + `, (SELECT count(*) FROM w) AS walked FROM events h
+			WHERE (h.session_id, h.sequence) IN (SELECT session_id, sequence FROM p)
+		UNION ALL
+		SELECT '', 0, '', '', '', '', 0, '', '', (SELECT count(*) FROM w) WHERE NOT EXISTS (SELECT 1 FROM p)) walk`
+		outer = "walk."
 	case st.walk > 0:
 		// The walked events, w, computed once (the SQLite match reads
 		// their lowest rowid).

@@ -102,12 +102,13 @@ const planNewest = 1700000000000 + 40*59999
 // capped index step, the index step with every hit, and windows' steps
 // (searchWindows) of the smallest, a middle and the largest size, from
 // the newest event down, and the step that reads a participant's
-// sessions by key (searchRace).
+// sessions by key and a participant walk (searchParticipantWalks).
 var planSteps = []searchStep{{walk: searchWalkShort}, {limit: searchIndexCap, budget: searchIndexBudget}, {},
 	{limit: searchWindowCap, budget: searchWindowBudget, key: searchKey(0, planNewest), below: planNewest + 1},
 	{limit: searchWindowCap, budget: searchWindowBudget, key: searchKey(1, planNewest), below: planNewest + 1},
 	{limit: searchWindowCap, budget: searchWindowBudget, key: searchKey(searchKeyLevels-1, planNewest), below: planNewest + 1},
 	{sessions: true, budget: searchSessionsBudget},
+	{sessionsWalk: searchParticipantWalkShort, budget: searchSessionsBudget},
 }
 
 // planCase is one query shape with one filter.
@@ -148,8 +149,8 @@ func TestSearchPlansOnGrownStore(t *testing.T) {
 	for _, c := range planCases(t) {
 		f := c.f
 		for _, st := range planSteps {
-			if st.key != 0 && f.Session != "" || st.sessions && f.Participant == "" {
-				continue // search runs no windows for one session's events, no sessions step without a participant
+			if st.key != 0 && f.Session != "" || (st.sessions || st.sessionsWalk > 0) && f.Participant == "" {
+				continue // search runs no windows for one session's events, no participant's steps without a participant
 			}
 			sqlText, args := s.searchSQL(f, st)
 			plan := explain(t, s, sqlText, args, st)
@@ -158,6 +159,7 @@ func TestSearchPlansOnGrownStore(t *testing.T) {
 				t.Errorf("%s: a sequential scan of events:\n%s", where, plan)
 			}
 			walksTime := strings.Contains(plan, "Index Scan Backward using events_created_at")
+			readsSessions := strings.Contains(plan, "Index Only Scan Backward using events_session_time")
 			switch {
 			case st.walk > 0 && !walksTime:
 				t.Errorf("%s: the walk does not read events_created_at:\n%s", where, plan)
@@ -173,6 +175,10 @@ func TestSearchPlansOnGrownStore(t *testing.T) {
 				// at ten million events it does, which bench/grow.sh
 				// measures; on this small store it may not.)
 				t.Errorf("%s: a window's step does not ask the index for its window:\n%s", where, plan)
+			case st.sessionsWalk > 0 && (!readsSessions || !indexCond(plan, "session_id = s.sid")):
+				t.Errorf("%s: a participant walk does not read its sessions' newest events from events_session_time:\n%s", where, plan)
+			case st.sessionsWalk > 0 && strings.Contains(plan, "events_created_at"):
+				t.Errorf("%s: a participant walk reads events_created_at:\n%s", where, plan)
 			case st.sessions && !indexCond(plan, "session_id = ANY"):
 				t.Errorf("%s: the step for a participant's sessions does not read them by key:\n%s", where, plan)
 			}
@@ -313,8 +319,8 @@ func TestSearchPlansOnSQLite(t *testing.T) {
 	for _, c := range planCases(t) {
 		f := c.f
 		for _, st := range planSteps {
-			if st.key != 0 || st.sessions {
-				continue // time windows, and the race they run in: PostgreSQL's alone (dialect.searchKeys)
+			if st.key != 0 || st.sessions || st.sessionsWalk > 0 {
+				continue // time windows, participant walks and the race they run in: PostgreSQL's alone (dialect.searchKeys)
 			}
 			sqlText, args := s.searchSQL(f, st)
 			rows, err := s.read.Query("EXPLAIN QUERY PLAN "+sqlText, args...)
@@ -448,4 +454,68 @@ func TestSearchWindowsOnGrownStore(t *testing.T) {
 	if steps > 20 {
 		t.Errorf("widget under other words took %d steps", steps)
 	}
+}
+
+// A participant's walks (searchParticipantWalks) give exactly the hits of
+// sorting every index hit, for every shape with every filter, whether the
+// first walk reads all of the participant's events, ends within them
+// (then a second walk or every event of the sessions answers), or ends
+// within events that share a created_at and in a session whose clock went
+// back (created_at need not grow with sequence: the walks order by
+// created_at, through events_session_time).
+func TestSearchParticipantWalksOnGrownStore(t *testing.T) {
+	s := grownPlanStore(t)
+	ctx := context.Background()
+	defer func(n int) { searchParticipantWalkShort = n }(searchParticipantWalkShort)
+	check := func(label string, walk int, want ...string) {
+		t.Helper()
+		searchParticipantWalkShort = walk
+		answered := map[string]int{}
+		for _, c := range planCases(t) {
+			f := c.f
+			f.Participant = "@plan.a7"
+			got, step, ok, err := s.searchParticipantWalks(ctx, f)
+			if err != nil {
+				t.Fatalf("%s, %s: %v", c.name, label, err)
+			}
+			if !ok {
+				t.Errorf("%s, %s: the participant's walks did not answer", c.name, label)
+				continue
+			}
+			answered[step]++
+			exact, _, err := s.searchStep(ctx, f, searchStep{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(hitKeys(got), hitKeys(exact)) {
+				t.Errorf("%s, %s: %s gave %v, sorting every index hit gave %v", c.name, label, step, hitKeys(got), hitKeys(exact))
+			}
+		}
+		for _, step := range want {
+			if answered[step] == 0 {
+				t.Errorf("%s: no search was answered by %s (answers: %v)", label, step, answered)
+			}
+		}
+	}
+	check("walk 2,000", 2000, "sessions_walk")
+	check("walk 100", 100, "sessions_walk", "sessions")
+
+	// A session of @plan.a7 on top whose 3,000 events' created_at go back
+	// and forth with sequence, ten events to a created_at, a third of them
+	// with "widget".
+	if _, err := s.write.ExecContext(ctx, `INSERT INTO sessions (id, topic, state, created_by, created_at, last_seq)
+		VALUES ('sess_top', '', 'active', '@plan.a7', $1, 3000)`, planNewest+60000); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.write.ExecContext(ctx, `INSERT INTO participants (session_id, handle, status, visible_through)
+		VALUES ('sess_top', '@plan.a7', 'joined', 9223372036854775807)`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.write.ExecContext(ctx, `INSERT INTO events (session_id, sequence, event_id, type, subject, created_at, body, search_text, search_words)
+		SELECT 'sess_top', i, 'evt_top_' || i, 'session.message', '@plan.a7', $1::bigint + (i * 7919 % 3000) / 10 * 100, '{}', t, to_tsvector('simple', t)
+		FROM generate_series(1, 3000) i, LATERAL (SELECT 'zulu yankee ' || i || CASE WHEN i % 3 = 0 THEN ' widget' ELSE '' END AS t) x`, planNewest+60000); err != nil {
+		t.Fatal(err)
+	}
+	check("skewed clock, walk 7", 7, "sessions_walk")
+	check("skewed clock, walk 100", 100, "sessions_walk")
 }

@@ -59,11 +59,13 @@ var (
 // its other steps.
 var searchSessionsBudget = time.Second
 
-// searchRacer is one step searchRace runs: its name in SearchSteps, and
-// its run, which reports whether it answered.
+// searchRacer is one runner of searchRace: a step, or steps in turn; its
+// run reports whether it answered and, if so, the name (SearchSteps) of
+// the step that did.
+// run reports the name of the step that answered, which may be one of
+// several the racer takes.
 type searchRacer struct {
-	kind string
-	run  func(context.Context) ([]SearchHit, bool, error)
+	run func(context.Context) (hits []SearchHit, step string, ok bool, err error)
 }
 
 // searchRace runs the capped index step and others at once, and takes the
@@ -80,12 +82,11 @@ type searchRacer struct {
 //     address, reads posting lists as long as the log in the largest
 //     windows: 150 ms at ten million events, where the capped step took
 //     70);
-//   - with a participant, the step that reads the events of the
-//     participant's sessions by key (searchStep.sessions) costs their
-//     events (30,000 at ten million events: 80-120 ms), and is the one that
-//     answers a term with few hits in those sessions but many elsewhere
-//     (the planner cannot tell: through the index, 1 s for a phrase of
-//     common words, 3 s for two common words).
+//   - with a participant, the walks of the newest events of the
+//     participant's sessions (searchParticipantWalks) cost the events they
+//     read, and answer a term with more hits elsewhere than in those
+//     sessions (the planner cannot tell: through the index, 1 s for a
+//     phrase of common words, 3 s for two common words).
 func (s *Store) searchRace(ctx context.Context, f SearchFilter, others ...searchRacer) (hits []SearchHit, winner string, ok, spent bool, err error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -111,8 +112,8 @@ func (s *Store) searchRace(ctx context.Context, f SearchFilter, others ...search
 	}()
 	for _, r := range others {
 		go func() {
-			hits, ok, err := r.run(ctx)
-			answers <- answer{kind: r.kind, hits: hits, ok: ok, err: err}
+			hits, kind, ok, err := r.run(ctx)
+			answers <- answer{kind: kind, hits: hits, ok: ok, err: err}
 		}()
 	}
 	for range 1 + len(others) {
