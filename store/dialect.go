@@ -232,15 +232,15 @@ func (d dialect) searchParticipant(arg string) string {
 }
 
 // searchParticipantSessions is the same condition as a list of sessions,
-// read once, for the step that reads the events of those sessions by key
-// (searchStep.sessions, PostgreSQL: events_pkey).
+// read once, for the step that reads the events of those sessions
+// (searchStep.sessions, PostgreSQL: events_session_time). Unqualified: the
+// step reads events in a subquery of its own.
 func (d dialect) searchParticipantSessions(arg string) string {
-	return "e.session_id = ANY(" + d.searchParticipantSessionIDs(arg) + ")"
+	return "session_id = ANY(" + d.searchParticipantSessionIDs(arg) + ")"
 }
 
 // searchParticipantSessionIDs is the array of the sessions the handle arg
-// is or was part of (PostgreSQL: the participant walks of
-// searchParticipantWalks).
+// is or was part of (PostgreSQL: searchParticipantWalks).
 func (d dialect) searchParticipantSessionIDs(arg string) string {
 	return "ARRAY(SELECT p.session_id FROM participants p WHERE p.handle = " + arg + ")"
 }
@@ -304,13 +304,6 @@ func (d dialect) searchSettings(st searchStep) string {
 		// at ten million events), where the index scan of both keys took
 		// 3 ms. Without the values, the planner asks the index for both.
 		q += ", set_config('plan_cache_mode', 'force_generic_plan', true)"
-	}
-	if st.sessionsWalk > 0 {
-		// A participant walk reads its events by key, one by one: a hash
-		// or merge join of its keys with the events that match the term
-		// reads every such event in the log (the planner, which cannot
-		// tell how many there are, chose the hash join on a grown store).
-		q += ", set_config('enable_hashjoin', 'off', true), set_config('enable_mergejoin', 'off', true)"
 	}
 	if st.budget > 0 {
 		q += fmt.Sprintf(", set_config('statement_timeout', '%d', true)", st.budget.Milliseconds())

@@ -2,68 +2,114 @@ package store
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"math"
 	"time"
 )
 
 // A participant's events (PostgreSQL; docs/search.md, "A participant's
 // events"). With a participant filter, searchRace runs the capped index
 // step at once with searchParticipantWalks, which reads the participant's
-// sessions instead of the search index. Its walks read the newest events
-// of those sessions, newest first, through events_session_time (migration
-// 00012): each session's newest keys from the index alone, then only the
-// events the walk needs. A word common in the log but rarer in the
-// participant's sessions, which the index step must count hit by hit,
-// costs a walk a few thousand events; reading every event of the
-// sessions cost 3-4 us an event (at ten million events, 30,000 events
-// for 300 sessions: 101-123 ms).
+// sessions instead of the search index, newest events first, through
+// events_session_time (migration 00012). A word common in the log but
+// rarer in the participant's sessions, whose hits the index step must
+// count one by one, costs a walk the few thousand events it reads.
 
 // searchParticipantWalkShort is how many of the participant's newest
 // events the first participant walk reads. A variable for the test that
 // makes walks end within ties and skewed clocks.
 var searchParticipantWalkShort = 2000
 
-// searchParticipantWalks answers f (with a participant) from walks of the
-// participant's events, or, for a term with too few hits among them, from
-// every event of the participant's sessions, read by key (searchStep
-// sessions). step is the name (SearchSteps) of the step that answered; ok
-// is false when the steps ran out of searchSessionsBudget.
+// searchParticipantWalks answers f (with a participant) from the newest
+// events of the participant's sessions. step is the name (SearchSteps) of
+// the step that answered; ok is false when its steps ran out of
+// searchSessionsBudget.
 //
-//  1. A walk of the newest searchParticipantWalkShort events.
+//  1. A walk of the newest searchParticipantWalkShort events: the oldest
+//     created_at among them, lo (participantNewest, from the index alone),
+//     then every event of the sessions from lo on, matched (searchStep
+//     sessions, with since lo). Every event it did not read is older than
+//     every event it read, so a full page is the answer; so are its hits
+//     when the sessions hold no more events than the walk's length.
 //  2. With two hits or more, a walk twice as long as those hits say the
 //     page needs, when that is at most searchWalkLong.
-//  3. Every event of the participant's sessions.
-//
-// A walk answers when its page is full, or when it read fewer events
-// than its length (every event within the bounds), as search's walks do.
+//  3. Every event of the participant's sessions (within the bounds).
 func (s *Store) searchParticipantWalks(ctx context.Context, f SearchFilter) (hits []SearchHit, step string, ok bool, err error) {
 	deadline := time.Now().Add(searchSessionsBudget)
 	n := searchParticipantWalkShort
 	for i := 0; ; i++ {
+		g := f
+		step = "sessions"
+		if n > 0 {
+			lo, walked, spent, err := s.participantNewest(ctx, f, n, deadline)
+			switch {
+			case spent:
+				return nil, "", false, nil
+			case err != nil:
+				return nil, "", false, err
+			case walked == 0:
+				return nil, "sessions_walk", true, nil
+			case walked < n:
+				n = 0 // the walk holds every event: its hits are all there are
+			case lo > g.Since:
+				g.Since = lo
+			}
+			step = "sessions_walk"
+		}
 		budget := time.Until(deadline)
 		if budget < time.Millisecond {
 			return nil, "", false, nil
 		}
-		st := searchStep{sessionsWalk: n, budget: budget}
-		if n == 0 {
-			st = searchStep{sessions: true, budget: budget}
-		}
+		st := searchStep{sessions: true, budget: budget}
 		stepRan(st)
-		hits, walked, err := s.searchStep(ctx, f, st)
+		hits, _, err := s.searchStep(ctx, g, st)
 		switch {
 		case err != nil && ctx.Err() == nil && s.d.searchBudgetSpent(err):
 			return nil, "", false, nil
 		case err != nil:
 			return nil, "", false, err
-		case n == 0:
-			return hits, "sessions", true, nil
-		case len(hits) >= f.Limit || walked < n:
-			return hits, "sessions_walk", true, nil
+		case n == 0 || len(hits) >= f.Limit:
+			return hits, step, true, nil
 		}
-		n = 0
+		next := 0
 		if i == 0 && len(hits) >= 2 {
-			if next := 2 * searchParticipantWalkShort * f.Limit / len(hits); next <= searchWalkLong {
-				n = next
+			if m := 2 * searchParticipantWalkShort * f.Limit / len(hits); m <= searchWalkLong {
+				next = m
 			}
 		}
+		n = next
 	}
+}
+
+// participantNewest is the created_at of the n-th newest event of f's
+// participant's sessions within f's time bounds (the cursor's as a time
+// alone: at worst the walk reads a few events fewer), and how many events
+// that look counted (at most n). It reads events_session_time alone, each
+// session's newest n keys, newest first. spent: past the deadline.
+func (s *Store) participantNewest(ctx context.Context, f SearchFilter, n int, deadline time.Time) (lo int64, walked int, spent bool, err error) {
+	upper := int64(math.MaxInt64)
+	if f.Until > 0 {
+		upper = f.Until
+	}
+	if c := f.After; c != nil && c.CreatedAt < upper {
+		upper = c.CreatedAt + 1
+	}
+	ctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	var min *int64
+	err = s.read.QueryRowContext(ctx, `SELECT min(k.created_at), count(*) FROM (
+		SELECT k.created_at FROM unnest(`+s.d.searchParticipantSessionIDs("$1")+`) AS s(sid)
+		CROSS JOIN LATERAL (SELECT created_at FROM events WHERE session_id = s.sid AND created_at >= $2 AND created_at < $3
+			ORDER BY created_at DESC LIMIT $4) k
+		ORDER BY k.created_at DESC LIMIT $4) k`, f.Participant, f.Since, upper, n).Scan(&min, &walked)
+	switch {
+	case err != nil && errors.Is(err, context.DeadlineExceeded) && context.Cause(ctx) != nil && time.Now().After(deadline):
+		return 0, 0, true, nil
+	case err != nil:
+		return 0, 0, false, fmt.Errorf("store: search: %w", err)
+	case min != nil:
+		lo = *min
+	}
+	return lo, walked, false, nil
 }
