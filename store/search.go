@@ -145,7 +145,10 @@ type searchStep struct {
 	ifOverBudget bool
 	// sessions: a step that reads the events of the participant's
 	// sessions rather than the search index (searchParticipantWalks).
-	sessions bool
+	// bitmap: such a step whose query the search index answers through
+	// words alone (searchWordsOnly), which ANDs the index's hits with the
+	// sessions' events instead (dialect.searchSettings).
+	sessions, bitmap bool
 	// race: the step is searchRace (PostgreSQL): the capped index step at
 	// once with the windows or with a participant's sessions step.
 	race bool
@@ -426,7 +429,7 @@ func (s *Store) searchSQL(f SearchFilter, st searchStep) (string, []any) {
 	// within them. Their columns are the walk's CTE's (events, unqualified)
 	// or, in the index steps, those of events e.
 	prefix := "e."
-	if st.walk > 0 || st.sessions {
+	if st.walk > 0 || st.sessions && !st.bitmap {
 		prefix = ""
 	}
 	// A window's step (searchWindows) reads the search index only: its
@@ -489,6 +492,12 @@ func (s *Store) searchSQL(f SearchFilter, st searchStep) (string, []any) {
 		q = `WITH c AS MATERIALIZED (SELECT e.session_id, e.sequence, e.created_at FROM events e` +
 			andWhere(indexed, "\n\t\t\t") + ` LIMIT ` + arg(st.limit+1) + `)
 		SELECT ` + cols + `, (SELECT count(*) FROM c) FROM events h WHERE (h.session_id, h.sequence) IN (` + page("c e", nil, "") + `)`
+	case st.sessions && st.bitmap:
+		// The index's hits of the words, ANDed with the participant's
+		// events (a bitmap of each), and only the events in both read.
+		indexed = append(indexed, "e."+s.d.searchParticipantSessions(participantArg))
+		q = `SELECT ` + cols + `, 0 FROM events h WHERE (h.session_id, h.sequence) IN (` +
+			page("events e", indexed, " + 0") + `)`
 	case st.sessions:
 		// The participant's events within the bounds, read session by
 		// session, then matched: OFFSET 0 keeps the match out of the scan,

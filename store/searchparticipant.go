@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"math"
 	"time"
+
+	"github.com/aspd/aspd/internal/search"
 )
 
 // A participant's events (PostgreSQL; docs/search.md, "A participant's
@@ -34,7 +36,14 @@ var searchParticipantWalkShort = 2000
 //     when the sessions hold no more events than the walk's length.
 //  2. With two hits or more, a walk twice as long as those hits say the
 //     page needs, when that is at most searchWalkLong.
-//  3. Every event of the participant's sessions (within the bounds).
+//  3. Every event of the participant's sessions (within the bounds), or,
+//     when the search index answers the query through words alone
+//     (searchWordsOnly), the index's hits ANDed with those events: a term
+//     with few hits among them but thousands in the log (a handle at ten
+//     million events, 10,000 hits, 30 of them the participant's: 26 ms,
+//     against 90-130 ms for reading the participant's 30,000 events).
+//     Through the trigrams, whose posting lists are as long as the log,
+//     the AND cost more than the events (a phrase: 500 ms).
 func (s *Store) searchParticipantWalks(ctx context.Context, f SearchFilter) (hits []SearchHit, step string, ok bool, err error) {
 	deadline := time.Now().Add(searchSessionsBudget)
 	n := searchParticipantWalkShort
@@ -61,7 +70,7 @@ func (s *Store) searchParticipantWalks(ctx context.Context, f SearchFilter) (hit
 		if budget < time.Millisecond {
 			return nil, "", false, nil
 		}
-		st := searchStep{sessions: true, budget: budget}
+		st := searchStep{sessions: true, bitmap: n == 0 && s.searchWordsOnly(f.Query), budget: budget}
 		stepRan(st)
 		hits, _, err := s.searchStep(ctx, g, st)
 		switch {
@@ -112,4 +121,19 @@ func (s *Store) participantNewest(ctx context.Context, f SearchFilter, n int, de
 		lo = *min
 	}
 	return lo, walked, false, nil
+}
+
+// searchWordsOnly reports whether PostgreSQL's search index answers every
+// term an event must match through words: none is a substring that only
+// the trigrams answer (searchSubstringWordsArg). Excluded terms do not
+// count: they are checked on the rows found.
+func (s *Store) searchWordsOnly(q *search.Query) bool {
+	for _, group := range q.All {
+		for _, t := range group {
+			if len(t.Words) == 0 || t.Substring() && s.d.searchSubstringWordsArg(t.SubstringWords()) == "" {
+				return false
+			}
+		}
+	}
+	return true
 }
