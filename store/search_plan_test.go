@@ -535,8 +535,8 @@ func TestSearchParticipantWalksOnGrownStore(t *testing.T) {
 	check("walk 100", 100, "sessions_walk", "sessions")
 
 	// A session of @plan.a7 on top whose 3,000 events' created_at go back
-	// and forth with sequence, ten events to a created_at, a third of them
-	// with "widget".
+	// and forth with sequence, ten events to a created_at, a millisecond
+	// apart, a third of them with "widget".
 	if _, err := s.write.ExecContext(ctx, `INSERT INTO sessions (id, topic, state, created_by, created_at, last_seq)
 		VALUES ('sess_top', '', 'active', '@plan.a7', $1, 3000)`, planNewest+60000); err != nil {
 		t.Fatal(err)
@@ -546,7 +546,7 @@ func TestSearchParticipantWalksOnGrownStore(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := s.write.ExecContext(ctx, `INSERT INTO events (session_id, sequence, event_id, type, subject, created_at, body, search_text, search_words)
-		SELECT 'sess_top', i, 'evt_top_' || i, 'session.message', '@plan.a7', $1::bigint + (i * 7919 % 3000) / 10 * 100, '{}', t, to_tsvector('simple', t)
+		SELECT 'sess_top', i, 'evt_top_' || i, 'session.message', '@plan.a7', $1::bigint + (i * 7919 % 3000) / 10, '{}', t, to_tsvector('simple', t)
 		FROM generate_series(1, 3000) i, LATERAL (SELECT 'zulu yankee ' || i || CASE WHEN i % 3 = 0 THEN ' widget' ELSE '' END AS t) x`, planNewest+60000); err != nil {
 		t.Fatal(err)
 	}
