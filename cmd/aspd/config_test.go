@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"flag"
+	"io"
 	"net"
 	"os"
 	"strings"
@@ -108,11 +109,11 @@ func TestParseConfigLogSettings(t *testing.T) {
 			t.Errorf("%q refused: %v", ok, err)
 			continue
 		}
-		if _, err := newLogger(c.logFormat, c.logLevel); err != nil {
+		if _, err := newLogger(io.Discard, c.logFormat, c.logLevel); err != nil {
 			t.Errorf("newLogger(%q, %q): %v", c.logFormat, c.logLevel, err)
 		}
 	}
-	if _, err := newLogger("text", "chatty"); err == nil {
+	if _, err := newLogger(io.Discard, "text", "chatty"); err == nil {
 		t.Error("newLogger accepted an unknown level")
 	}
 }

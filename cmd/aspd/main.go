@@ -8,6 +8,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/aspd/aspd/internal/app"
 	"github.com/aspd/aspd/internal/daemon"
+	"github.com/aspd/aspd/internal/logwriter"
 	"github.com/aspd/aspd/server"
 	"github.com/aspd/aspd/store"
 )
@@ -42,7 +44,11 @@ func main() {
 		fmt.Fprintln(os.Stderr, "aspd:", err)
 		os.Exit(2)
 	}
-	if err := run(cfg); err != nil {
+	// Lines logged while another is being written leave with the next
+	// write (internal/logwriter): one write(2) for many access-log lines
+	// under load, none delayed.
+	logOut := logwriter.New(os.Stderr, 256<<10)
+	if err := run(cfg, logOut); err != nil {
 		var locked *errStoreLocked
 		var listen *errListen
 		if errors.As(err, &locked) || errors.As(err, &listen) {
@@ -50,12 +56,14 @@ func main() {
 		} else {
 			slog.Error("aspd stopped", "err", err)
 		}
+		logOut.Sync()
 		os.Exit(1)
 	}
+	logOut.Sync()
 }
 
-func run(cfg *config) error {
-	log, err := newLogger(cfg.logFormat, cfg.logLevel)
+func run(cfg *config, logOut io.Writer) error {
+	log, err := newLogger(logOut, cfg.logFormat, cfg.logLevel)
 	if err != nil {
 		return err
 	}
@@ -267,7 +275,7 @@ func writeNewFile(path string, b []byte) error {
 
 // newLogger builds the logger of --log-format and --log-level; parseConfig
 // has refused any other value, and so does newLogger.
-func newLogger(format, level string) (*slog.Logger, error) {
+func newLogger(out io.Writer, format, level string) (*slog.Logger, error) {
 	lv, err := parseLogLevel(level)
 	if err != nil {
 		return nil, err
@@ -275,9 +283,9 @@ func newLogger(format, level string) (*slog.Logger, error) {
 	opts := &slog.HandlerOptions{Level: lv}
 	switch format {
 	case "json":
-		return slog.New(slog.NewJSONHandler(os.Stderr, opts)), nil
+		return slog.New(slog.NewJSONHandler(out, opts)), nil
 	case "text":
-		return slog.New(slog.NewTextHandler(os.Stderr, opts)), nil
+		return slog.New(slog.NewTextHandler(out, opts)), nil
 	}
 	return nil, fmt.Errorf("--log-format must be text or json, not %q", format)
 }

@@ -84,7 +84,7 @@ func TestTakenPortFailsBeforeWriting(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = run(cfg)
+	err = run(cfg, io.Discard)
 	var le *errListen
 	if !errors.As(err, &le) || !strings.Contains(err.Error(), ln.Addr().String()) || !strings.Contains(err.Error(), "already in use") {
 		t.Fatalf("run on a taken port: %v", err)
