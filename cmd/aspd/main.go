@@ -47,7 +47,7 @@ func main() {
 	// Lines logged while another is being written leave with the next
 	// write (internal/logwriter): one write(2) for many access-log lines
 	// under load, none delayed.
-	logOut := logwriter.New(os.Stderr, 256<<10)
+	logOut := logwriter.New(os.Stderr, 256<<10, time.Millisecond)
 	if err := run(cfg, logOut); err != nil {
 		var locked *errStoreLocked
 		var listen *errListen
