@@ -448,7 +448,19 @@ func TestSearchWindowsOnGrownStore(t *testing.T) {
 		t.Fatal(err)
 	}
 	steps := 0
-	searchStepRan = func(searchStep) { steps++ }
+	searchStepRan = func(st searchStep) {
+		steps++
+		// The smallest windows, which no smaller ones can replace, have
+		// the larger budget (searchSmallestWindowBudget).
+		if level, want := st.key>>56, searchWindowBudget; st.key != 0 {
+			if level == 0 {
+				want = searchSmallestWindowBudget
+			}
+			if st.budget != want {
+				t.Errorf("a window of size %d has a budget of %v, want %v", level, st.budget, want)
+			}
+		}
+	}
 	hits, err := s.search(ctx, SearchFilter{Query: q, Limit: 20})
 	searchStepRan = nil
 	if err != nil || len(hits) != 20 || hits[0].Event.CreatedAt > planNewest {
