@@ -564,4 +564,24 @@ func TestSearchParticipantWalksOnGrownStore(t *testing.T) {
 	}
 	check("skewed clock, walk 7", 7, "sessions_walk")
 	check("skewed clock, walk 100", 100, "sessions_walk")
+
+	// Past their budget, the walks say they did not answer, without an
+	// error, and search answers by its other steps.
+	defer func(b time.Duration) { searchSessionsBudget = b }(searchSessionsBudget)
+	searchSessionsBudget = time.Nanosecond
+	f := SearchFilter{Query: handles, Limit: 20, Participant: "@plan.a7"}
+	if _, _, ok, err := s.searchParticipantWalks(ctx, f); ok || err != nil {
+		t.Errorf("walks past their budget: ok %v, error %v; want neither", ok, err)
+	}
+	got, err := s.search(ctx, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exact, _, err := s.searchStep(ctx, f, searchStep{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(hitKeys(got), hitKeys(exact)) {
+		t.Errorf("search with the walks' budget spent gave %v, want %v", hitKeys(got), hitKeys(exact))
+	}
 }

@@ -106,19 +106,19 @@ func (s *Store) participantNewest(ctx context.Context, f SearchFilter, n int, de
 	}
 	ctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
-	var min *int64
+	var oldest *int64
 	err = s.read.QueryRowContext(ctx, `SELECT min(k.created_at), count(*) FROM (
 		SELECT k.created_at FROM unnest(`+s.d.searchParticipantSessionIDs("$1")+`) AS s(sid)
 		CROSS JOIN LATERAL (SELECT created_at FROM events WHERE session_id = s.sid AND created_at >= $2 AND created_at < $3
 			ORDER BY created_at DESC LIMIT $4) k
-		ORDER BY k.created_at DESC LIMIT $4) k`, f.Participant, f.Since, upper, n).Scan(&min, &walked)
+		ORDER BY k.created_at DESC LIMIT $4) k`, f.Participant, f.Since, upper, n).Scan(&oldest, &walked)
 	switch {
-	case err != nil && errors.Is(err, context.DeadlineExceeded) && context.Cause(ctx) != nil && time.Now().After(deadline):
+	case err != nil && time.Now().After(deadline) && (errors.Is(err, context.DeadlineExceeded) || s.d.searchBudgetSpent(err)):
 		return 0, 0, true, nil
 	case err != nil:
 		return 0, 0, false, fmt.Errorf("store: search: %w", err)
-	case min != nil:
-		lo = *min
+	case oldest != nil:
+		lo = *oldest
 	}
 	return lo, walked, false, nil
 }
