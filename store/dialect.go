@@ -202,9 +202,8 @@ func (d dialect) searchAnyOf(parts []searchPart, rowids string) string {
 			// The ILIKE checks the rows the words found, out of the index
 			// (search_text || '' is not the indexed column): in the index
 			// too, it read the trigrams' posting lists besides the words'
-			// (at ten million events, the handle 36-40 ms against 26, the
-			// URL 33-41 against 15-16; with a participant, 108-131 against
-			// 81-106).
+			// (at ten million events, bench/grow.sh measure: the URL 27-31
+			// ms against 9-10, the handle 37-41 against 26-28).
 			alts[i] = "(e.search_words @@ to_tsquery('simple', " + p.words + ") AND (e.search_text || '') ILIKE " + p.arg + " ESCAPE '!')"
 		case d.name == "postgres" && p.substring:
 			alts[i] = "e.search_text ILIKE " + p.arg + " ESCAPE '!'"
@@ -315,7 +314,7 @@ func (d dialect) searchSettings(st searchStep) string {
 		// A bitmap of the words' hits ANDed with one of the participant's
 		// events: planned alone, the step read every event of the
 		// participant's sessions by key instead (a handle at ten million
-		// events: 143 against 26 ms).
+		// events: 65-70 against 26 ms, bench/search-explain.sh).
 		q += ", set_config('enable_indexscan', 'off', true)"
 	}
 	if st.budget > 0 {
@@ -344,8 +343,8 @@ func (d dialect) searchWordArg(words []string) string {
 // inner words, and its last word as a prefix (":*"), when they are
 // selective enough to be worth asking the word index for: two inner
 // words, or one and a last word of five characters or more. The substring
-// part of the term is then that tsquery AND the ILIKE, which the search
-// index answers in one scan led by the words: a URL at ten million events
+// part of the term is then that tsquery AND the ILIKE (searchAnyOf): the
+// word index finds the rows, the ILIKE checks them. A URL at ten million events
 // took 300 ms through its trigrams alone (every address shares those of
 // "example.org"), 18-25 ms so. An e-mail address (one inner word, a
 // three-letter last one: "example & com:*") was slower so (140 against

@@ -150,7 +150,7 @@ type searchStep struct {
 	// sessions' events instead (dialect.searchSettings).
 	sessions, bitmap bool
 	// race: the step is searchRace (PostgreSQL): the capped index step at
-	// once with the windows or with a participant's sessions step.
+	// once with the windows or with a participant's walks.
 	race bool
 	// key, below: a window's step (searchWindows), a capped index step for
 	// the hits within the time window of key (searchKey) created before
@@ -216,14 +216,14 @@ func (s *Store) search(ctx context.Context, f SearchFilter) ([]SearchHit, error)
 			// (searchRace). (The windows too, for a participant, were
 			// slower on two cores: 105-161 against 76-123 ms at ten
 			// million events.)
-			other := searchRacer{func(ctx context.Context) ([]SearchHit, string, bool, error) {
+			other := func(ctx context.Context) ([]SearchHit, string, bool, error) {
 				hits, ok, err := s.searchWindows(ctx, f)
 				return hits, "windows", ok, err
-			}}
+			}
 			if f.Participant != "" {
-				other = searchRacer{func(ctx context.Context) ([]SearchHit, string, bool, error) {
+				other = func(ctx context.Context) ([]SearchHit, string, bool, error) {
 					return s.searchParticipantWalks(ctx, f)
-				}}
+				}
 			}
 			hits, winner, ok, spent, err := s.searchRace(ctx, f, other)
 			if err != nil || ok {
@@ -273,9 +273,9 @@ func (s *Store) search(ctx context.Context, f SearchFilter) ([]SearchHit, error)
 
 // SearchSteps are the steps that answer a search, as
 // aspd_search_answers_total names them: a walk of the newest events, the
-// index step (its hits, at most searchIndexCap), the time windows, the
-// step that reads a participant's sessions by key, and the index step
-// with every hit.
+// index step (its hits, at most searchIndexCap), the time windows, a walk
+// of a participant's newest events, every event of a participant's
+// sessions (searchParticipantWalks), and the index step with every hit.
 var SearchSteps = [...]string{"walk", "index", "windows", "sessions_walk", "sessions", "all_hits"}
 
 // searchAnswers counts the searches each step of SearchSteps answered.
@@ -416,10 +416,16 @@ func (s *Store) searchSQL(f SearchFilter, st searchStep) (string, []any) {
 	}
 	participantArg := ""
 	if f.Participant != "" {
-		p := arg(f.Participant)
-		participantArg = p
-		if !st.sessions { // which reads the participant's sessions alone (below)
-			filters = append(filters, s.d.searchParticipant(p))
+		participantArg = arg(f.Participant)
+		switch {
+		case st.sessions && !st.bitmap:
+			// The step reads the participant's sessions alone (below).
+		case st.sessions:
+			// A list of sessions, which an index on session_id answers, for
+			// the planner to AND with the search index's hits.
+			filters = append(filters, "e."+s.d.searchParticipantSessions(participantArg))
+		default:
+			filters = append(filters, s.d.searchParticipant(participantArg))
 		}
 	}
 	if f.Type != "" {
@@ -492,25 +498,24 @@ func (s *Store) searchSQL(f SearchFilter, st searchStep) (string, []any) {
 		q = `WITH c AS MATERIALIZED (SELECT e.session_id, e.sequence, e.created_at FROM events e` +
 			andWhere(indexed, "\n\t\t\t") + ` LIMIT ` + arg(st.limit+1) + `)
 		SELECT ` + cols + `, (SELECT count(*) FROM c) FROM events h WHERE (h.session_id, h.sequence) IN (` + page("c e", nil, "") + `)`
-	case st.sessions && st.bitmap:
-		// The index's hits of the words, ANDed with the participant's
-		// events (a bitmap of each), and only the events in both read.
-		indexed = append(indexed, "e."+s.d.searchParticipantSessions(participantArg))
-		q = `SELECT ` + cols + `, 0 FROM events h WHERE (h.session_id, h.sequence) IN (` +
-			page("events e", indexed, " + 0") + `)`
-	case st.sessions:
+	case st.sessions && !st.bitmap:
 		// The participant's events within the bounds, read session by
 		// session, then matched: OFFSET 0 keeps the match out of the scan,
 		// whose plan could otherwise AND the search index's bitmap of every
-		// hit of the term in the log with the sessions' (at ten million
-		// events, 500 ms for a phrase, against 90-120 ms for reading the
-		// participant's 30,000 events). (A bitmap scan, reading the events
-		// in the heap's order, was slower: 150 ms.)
+		// hit of the term in the log with the sessions' (once measured at
+		// 500 ms for a phrase at ten million events, against 90-200 ms for
+		// reading the participant's 30,000 events; bench/search-explain.sh
+		// shows the plans on a grown store). (A bitmap scan, reading them
+		// in the heap's order, is faster alone there, 122 against 176 ms,
+		// but was slower racing the index step through HTTP: the phrase
+		// 183-231 against 148-189 ms.)
 		from := `(SELECT ` + s.d.searchWalkColumns() + ` FROM events` +
 			andWhere(append([]string{s.d.searchParticipantSessions(participantArg)}, bounds...), "") + ` OFFSET 0) e`
 		q = `SELECT ` + cols + `, 0 FROM events h WHERE (h.session_id, h.sequence) IN (` +
 			page(from, conds, " + 0") + `)`
 	default:
+		// Every hit within the bounds (or, for the bitmap step, the
+		// index's hits of the words ANDed with the participant's events).
 		q = `SELECT ` + cols + `, 0 FROM events h WHERE (h.session_id, h.sequence) IN (` +
 			page("events e", indexed, " + 0") + `)`
 	}

@@ -198,12 +198,9 @@ func TestSearchPlansOnGrownStore(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want, _, err := s.searchStep(ctx, f, searchStep{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !slices.Equal(hitKeys(got), hitKeys(want)) {
-			t.Errorf("%s: search gave %v, sorting every index hit gave %v", c.name, hitKeys(got), hitKeys(want))
+		want := exactKeys(t, s, f)
+		if !slices.Equal(hitKeys(got), want) {
+			t.Errorf("%s: search gave %v, sorting every index hit gave %v", c.name, hitKeys(got), want)
 		}
 		// A walk that read every event within the bounds answers, hits
 		// or none: the rare and absent terms too.
@@ -225,12 +222,9 @@ func TestSearchPlansOnGrownStore(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s, budget spent: %v", c.name, err)
 		}
-		want, _, err := s.searchStep(ctx, c.f, searchStep{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !slices.Equal(hitKeys(got), hitKeys(want)) {
-			t.Errorf("%s, budget spent: search gave %v, sorting every index hit gave %v", c.name, hitKeys(got), hitKeys(want))
+		want := exactKeys(t, s, c.f)
+		if !slices.Equal(hitKeys(got), want) {
+			t.Errorf("%s, budget spent: search gave %v, sorting every index hit gave %v", c.name, hitKeys(got), want)
 		}
 	}
 }
@@ -301,6 +295,17 @@ func explain(t *testing.T, s *Store, q string, args []any, st searchStep) string
 		b.WriteString(line + "\n")
 	}
 	return b.String()
+}
+
+// exactKeys are the keys of f's hits by sorting every index hit: the last
+// step of search alone, exact by construction.
+func exactKeys(t *testing.T, s *Store, f SearchFilter) []string {
+	t.Helper()
+	hits, _, err := s.searchStep(context.Background(), f, searchStep{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return hitKeys(hits)
 }
 
 func hitKeys(hits []SearchHit) []string {
@@ -416,12 +421,9 @@ func TestSearchWindowsOnGrownStore(t *testing.T) {
 				t.Errorf("%s, %s: the windows did not answer (%d steps)", c.name, label, len(steps))
 				continue
 			}
-			want, _, err := s.searchStep(ctx, c.f, searchStep{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !slices.Equal(hitKeys(got), hitKeys(want)) {
-				t.Errorf("%s, %s: windows gave %v, sorting every index hit gave %v", c.name, label, hitKeys(got), hitKeys(want))
+			want := exactKeys(t, s, c.f)
+			if !slices.Equal(hitKeys(got), want) {
+				t.Errorf("%s, %s: windows gave %v, sorting every index hit gave %v", c.name, label, hitKeys(got), want)
 			}
 		}
 	}
@@ -526,12 +528,9 @@ func TestSearchParticipantWalksOnGrownStore(t *testing.T) {
 				continue
 			}
 			answered[step]++
-			exact, _, err := s.searchStep(ctx, f, searchStep{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !slices.Equal(hitKeys(got), hitKeys(exact)) {
-				t.Errorf("%s, %s: %s gave %v, sorting every index hit gave %v", c.name, label, step, hitKeys(got), hitKeys(exact))
+			exact := exactKeys(t, s, f)
+			if !slices.Equal(hitKeys(got), exact) {
+				t.Errorf("%s, %s: %s gave %v, sorting every index hit gave %v", c.name, label, step, hitKeys(got), exact)
 			}
 		}
 		for _, step := range want {
@@ -577,11 +576,8 @@ func TestSearchParticipantWalksOnGrownStore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	exact, _, err := s.searchStep(ctx, f, searchStep{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !slices.Equal(hitKeys(got), hitKeys(exact)) {
-		t.Errorf("search with the walks' budget spent gave %v, want %v", hitKeys(got), hitKeys(exact))
+	exact := exactKeys(t, s, f)
+	if !slices.Equal(hitKeys(got), exact) {
+		t.Errorf("search with the walks' budget spent gave %v, want %v", hitKeys(got), exact)
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"time"
 
 	"github.com/aspd/aspd/internal/search"
@@ -41,9 +40,9 @@ var searchParticipantWalkShort = 2000
 //     (searchWordsOnly), the index's hits ANDed with those events: a term
 //     with few hits among them but thousands in the log (a handle at ten
 //     million events, 10,000 hits, 30 of them the participant's: 26 ms,
-//     against 90-130 ms for reading the participant's 30,000 events).
-//     Through the trigrams, whose posting lists are as long as the log,
-//     the AND cost more than the events (a phrase: 500 ms).
+//     against 65-70 ms planned freely, bench/search-explain.sh; 30-31 ms
+//     through HTTP, against 99-102). Through the trigrams, whose posting
+//     lists are as long as the log, the AND cost more than the events.
 func (s *Store) searchParticipantWalks(ctx context.Context, f SearchFilter) (hits []SearchHit, step string, ok bool, err error) {
 	deadline := time.Now().Add(searchSessionsBudget)
 	n := searchParticipantWalkShort
@@ -97,13 +96,6 @@ func (s *Store) searchParticipantWalks(ctx context.Context, f SearchFilter) (hit
 // that look counted (at most n). It reads events_session_time alone, each
 // session's newest n keys, newest first. spent: past the deadline.
 func (s *Store) participantNewest(ctx context.Context, f SearchFilter, n int, deadline time.Time) (lo int64, walked int, spent bool, err error) {
-	upper := int64(math.MaxInt64)
-	if f.Until > 0 {
-		upper = f.Until
-	}
-	if c := f.After; c != nil && c.CreatedAt < upper {
-		upper = c.CreatedAt + 1
-	}
 	ctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
 	var oldest *int64
@@ -111,7 +103,7 @@ func (s *Store) participantNewest(ctx context.Context, f SearchFilter, n int, de
 		SELECT k.created_at FROM unnest(`+s.d.searchParticipantSessionIDs("$1")+`) AS s(sid)
 		CROSS JOIN LATERAL (SELECT created_at FROM events WHERE session_id = s.sid AND created_at >= $2 AND created_at < $3
 			ORDER BY created_at DESC LIMIT $4) k
-		ORDER BY k.created_at DESC LIMIT $4) k`, f.Participant, f.Since, upper, n).Scan(&oldest, &walked)
+		ORDER BY k.created_at DESC LIMIT $4) k`, f.Participant, f.Since, f.createdBefore(), n).Scan(&oldest, &walked)
 	switch {
 	case err != nil && time.Now().After(deadline) && (errors.Is(err, context.DeadlineExceeded) || s.d.searchBudgetSpent(err)):
 		return 0, 0, true, nil

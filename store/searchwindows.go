@@ -64,22 +64,14 @@ var (
 // walk and the hits.
 var searchSmallestWindowBudget = 150 * time.Millisecond
 
-// searchSessionsBudget is the time the step that reads a participant's
-// events by session may take (searchRace); past it, search goes on with
-// its other steps.
+// searchSessionsBudget is the time a participant's walks may take
+// (searchParticipantWalks); past it, search goes on with its other steps.
 var searchSessionsBudget = time.Second
 
-// searchRacer is one runner of searchRace: a step, or steps in turn; its
-// run reports whether it answered and, if so, the name (SearchSteps) of
-// the step that did.
-// run reports the name of the step that answered, which may be one of
-// several the racer takes.
-type searchRacer struct {
-	run func(context.Context) (hits []SearchHit, step string, ok bool, err error)
-}
-
-// searchRace runs the capped index step and others at once, and takes the
-// first answer; the losers are cancelled. winner is the name of the step
+// searchRace runs the capped index step and other at once, and takes the
+// first answer; the loser is cancelled. other is a step, or steps in turn:
+// it reports whether it answered and, if so, the name (SearchSteps) of the
+// step that did. winner is the name of the step
 // that answered (SearchSteps); ok is false when none did; spent, when the
 // capped index step ran out of its budget (search then takes the steps
 // for such terms). No one of them is cheap for every term:
@@ -97,7 +89,7 @@ type searchRacer struct {
 //     read, and answer a term with more hits elsewhere than in those
 //     sessions (the planner cannot tell: through the index, 1 s for a
 //     phrase of common words, 3 s for two common words).
-func (s *Store) searchRace(ctx context.Context, f SearchFilter, others ...searchRacer) (hits []SearchHit, winner string, ok, spent bool, err error) {
+func (s *Store) searchRace(ctx context.Context, f SearchFilter, other func(context.Context) (hits []SearchHit, step string, ok bool, err error)) (hits []SearchHit, winner string, ok, spent bool, err error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	type answer struct {
@@ -106,7 +98,7 @@ func (s *Store) searchRace(ctx context.Context, f SearchFilter, others ...search
 		ok, spent bool
 		err       error
 	}
-	answers := make(chan answer, 1+len(others))
+	answers := make(chan answer, 2)
 	go func() {
 		st := searchStep{limit: searchIndexCap, budget: searchIndexBudget}
 		stepRan(st)
@@ -120,13 +112,11 @@ func (s *Store) searchRace(ctx context.Context, f SearchFilter, others ...search
 			answers <- answer{kind: "index", hits: hits, ok: candidates <= st.limit}
 		}
 	}()
-	for _, r := range others {
-		go func() {
-			hits, kind, ok, err := r.run(ctx)
-			answers <- answer{kind: kind, hits: hits, ok: ok, err: err}
-		}()
-	}
-	for range 1 + len(others) {
+	go func() {
+		hits, kind, ok, err := other(ctx)
+		answers <- answer{kind: kind, hits: hits, ok: ok, err: err}
+	}()
+	for range 2 {
 		a := <-answers
 		spent = spent || a.spent
 		if a.err != nil && ctx.Err() == nil {
@@ -157,13 +147,7 @@ func (s *Store) searchRace(ctx context.Context, f SearchFilter, others ...search
 //
 // It ends when the page is full or no event is left within the bounds.
 func (s *Store) searchWindows(ctx context.Context, f SearchFilter) ([]SearchHit, bool, error) {
-	upper := int64(math.MaxInt64) // every window read so far is at or after it
-	if f.Until > 0 {
-		upper = f.Until
-	}
-	if c := f.After; c != nil && c.CreatedAt < upper {
-		upper = c.CreatedAt + 1
-	}
+	upper := f.createdBefore() // every window read so far is at or after it
 	deadline := time.Now().Add(searchWindowsBudget)
 	// ceiling is the largest size the next window may have: below the
 	// size of a window that had too many hits, until the windows read
@@ -245,6 +229,20 @@ func (s *Store) searchStretch(ctx context.Context, f SearchFilter, lo, upper int
 		}
 	}
 	panic("unreachable: the last step always answers")
+}
+
+// createdBefore is the created_at that every event within f's bounds is
+// created before: its until, or just after its cursor's (the cursor's
+// ties included, which the row comparison of searchSQL then excludes).
+func (f SearchFilter) createdBefore() int64 {
+	upper := int64(math.MaxInt64)
+	if f.Until > 0 {
+		upper = f.Until
+	}
+	if c := f.After; c != nil && c.CreatedAt < upper {
+		upper = c.CreatedAt + 1
+	}
+	return upper
 }
 
 // newestBefore is the created_at of the newest event created before upper

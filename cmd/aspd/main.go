@@ -44,9 +44,9 @@ func main() {
 		fmt.Fprintln(os.Stderr, "aspd:", err)
 		os.Exit(2)
 	}
-	// Lines logged while another is being written leave with the next
-	// write (internal/logwriter): one write(2) for many access-log lines
-	// under load, none delayed.
+	// Lines that follow each other within a millisecond leave in one
+	// write (internal/logwriter): under load, one write(2) for many
+	// access-log lines.
 	logOut := logwriter.New(os.Stderr, 256<<10, time.Millisecond)
 	if err := run(cfg, logOut); err != nil {
 		var locked *errStoreLocked
