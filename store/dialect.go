@@ -8,9 +8,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgconn/ctxwatch"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
@@ -58,6 +60,12 @@ var (
 	sqliteDialect   = dialect{name: "sqlite", goose: goose.DialectSQLite3, forUpdate: ""}
 )
 
+// cancelDeadline is how long a cancelled statement's connection waits for
+// the server to confirm the cancel request before its socket's deadline
+// ends the wait (and the connection, as pgx's default would at once): a
+// server that does not answer still frees the caller within it.
+const cancelDeadline = 500 * time.Millisecond
+
 func openPostgres(url string) (*Store, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
@@ -77,6 +85,16 @@ func openPostgres(url string) (*Store, error) {
 	}
 	cfg.PrepareConn = func(_ context.Context, c *pgx.Conn) (bool, error) {
 		return !connClosedByPeer(c.PgConn().Conn()), nil
+	}
+	// A statement whose context ends is cancelled in the server too, and
+	// its connection kept. pgx's default only sets a deadline on the
+	// socket: the connection is dropped, and its backend runs the
+	// statement on to its end or its statement_timeout, as it writes
+	// nothing until then. A search races two steps and cancels the loser
+	// (searchRace): its backend went on taking a core from the winner and
+	// from the next search, and every race cost a new connection.
+	cfg.ConnConfig.BuildContextWatcherHandler = func(c *pgconn.PgConn) ctxwatch.Handler {
+		return &pgconn.CancelRequestContextWatcherHandler{Conn: c, DeadlineDelay: cancelDeadline}
 	}
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	if err != nil {

@@ -118,6 +118,17 @@ const (
 // spends it.
 var searchIndexBudget = 100 * time.Millisecond
 
+// searchRaceIndexBudget is the capped index step's budget when it races
+// the windows or a participant's walks (searchRace). It is the budget of
+// the step with every hit, not searchIndexBudget: the race's other side
+// answers a common term before it, but a rare term whose trigrams are
+// common (an e-mail address with no hit at ten million events: 145 ms on
+// a slow hour of the test machine) has no faster answer. With 100 ms, the
+// windows then read the log in windows too small, and the steps after
+// them answered in 1.2-1.4 s; with this budget, 123-161 ms
+// (docs/benchmarks.md, "Cancelled steps and the race's budget").
+var searchRaceIndexBudget = 500 * time.Millisecond
+
 // searchAllHitsBudget is the time the index step with every hit may take
 // on PostgreSQL when it follows a capped index step that ran out of its
 // own budget; past it, search walks further (searchWalksOverBudget). A
@@ -203,7 +214,7 @@ type searchStep struct {
 // (since, until, the cursor), so its hits are all of them.
 func (s *Store) search(ctx context.Context, f SearchFilter) ([]SearchHit, error) {
 	steps := []searchStep{{walk: searchWalkShort}}
-	overBudget := false
+	overBudget, raced := false, false
 	for i := 0; i < len(steps); i++ {
 		st := steps[i]
 		if st.ifOverBudget && !overBudget {
@@ -231,6 +242,13 @@ func (s *Store) search(ctx context.Context, f SearchFilter) ([]SearchHit, error)
 				return hits, err
 			}
 			overBudget = spent
+			// The race's index step had the budget of the step with every
+			// hit (searchRaceIndexBudget), which reads the same posting
+			// lists: past it, that step would run out of it too.
+			raced = true
+			continue
+		}
+		if raced && st.walk == 0 && st.ifOverBudget {
 			continue
 		}
 		hits, candidates, err := s.searchStep(ctx, f, st)
@@ -311,6 +329,39 @@ func stepRan(st searchStep) {
 	}
 }
 
+// queryWithSettings runs q in a read-only transaction after set, the
+// statement of its settings (searchSettings: they are local to the
+// transaction). end, when not nil, ends the transaction and gives back its
+// connection; call it once the rows are closed.
+//
+// The transaction is begun and ended by hand, on a connection of its own,
+// so that a cancelled step (a race's loser, a search past its time) still
+// ends it. database/sql would roll it back with the cancelled context,
+// which pgx cannot send, and drop the connection: every race cost the next
+// step a new one. The statement itself is cancelled in the server
+// (openPostgres).
+func (s *Store) queryWithSettings(ctx context.Context, set, q string, args ...any) (rows *sql.Rows, end func(), err error) {
+	conn, err := s.read.Conn(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	end = func() {
+		// Within cancelDeadline whether or not ctx has ended. A
+		// connection left in the transaction is dropped by the pool (its
+		// session reset checks).
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cancelDeadline)
+		defer cancel()
+		conn.ExecContext(ctx, "ROLLBACK") //nolint:errcheck // read-only: nothing to undo
+		conn.Close()
+	}
+	if _, err = conn.ExecContext(ctx, "BEGIN READ ONLY"); err == nil {
+		if _, err = conn.ExecContext(ctx, set); err == nil {
+			rows, err = conn.QueryContext(ctx, q, args...)
+		}
+	}
+	return rows, end, err
+}
+
 // searchStep runs one step of search: its hits and, for an index step
 // with a limit, how many candidates it found (at most limit + 1), for a
 // walk how many events it read.
@@ -319,17 +370,11 @@ func (s *Store) searchStep(ctx context.Context, f SearchFilter, st searchStep) (
 	var rows *sql.Rows
 	var err error
 	if set := s.d.searchSettings(st); set != "" {
-		// A read-only transaction, for the settings' sake alone (they are
-		// local to it); a step without settings needs none.
-		var tx *sql.Tx
-		if tx, err = s.read.BeginTx(ctx, &sql.TxOptions{ReadOnly: true}); err != nil {
-			return nil, 0, fmt.Errorf("store: search: %w", err)
+		var end func()
+		rows, end, err = s.queryWithSettings(ctx, set, q, args...)
+		if end != nil {
+			defer end()
 		}
-		defer tx.Rollback() //nolint:errcheck // read-only: nothing to undo
-		if _, err = tx.ExecContext(ctx, set); err != nil {
-			return nil, 0, fmt.Errorf("store: search: %w", err)
-		}
-		rows, err = tx.QueryContext(ctx, q, args...)
 	} else {
 		rows, err = s.read.QueryContext(ctx, q, args...)
 	}

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"testing"
 	"time"
@@ -103,5 +104,83 @@ func TestSearchStatementsNotPrepared(t *testing.T) {
 				t.Errorf("step %+v: without the option, %d prepared statements of the SELECT, want 1", st, n)
 			}
 		}
+	}
+}
+
+// A search step whose context ends mid-statement (the loser of a race, a
+// search past its time) is cancelled in PostgreSQL too, and its
+// connection ends its transaction and goes back to the pool: pgx's default
+// only dropped the connection, and the backend ran the statement on to its
+// end (the race's loser went on taking a core from the next search), and
+// the next step paid for a new connection. (SQLite's steps run in aspd's
+// process and stop with their context; they take no settings, so no
+// transaction: searchSettings.)
+func TestCancelledSearchStepEndsInTheServer(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(ctx, dbtest.Postgres(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	const marker = "aspd-cancelled-step-test"
+	// The backend running the statement, seen from another connection.
+	sleeper := func() (pid int, state string) {
+		t.Helper()
+		err := s.read.QueryRowContext(ctx, `SELECT pid, state FROM pg_stat_activity
+			WHERE query LIKE '%' || $1 || '%' AND pid <> pg_backend_pid()`, marker).Scan(&pid, &state)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			t.Fatal(err)
+		}
+		return pid, state
+	}
+	stepCtx, cancel := context.WithCancel(ctx)
+	pids := make(chan int, 1)
+	go func() {
+		defer cancel()
+		for range 200 {
+			if pid, state := sleeper(); state == "active" {
+				pids <- pid
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		pids <- 0
+	}()
+	rows, end, err := s.queryWithSettings(stepCtx, "SELECT set_config('statement_timeout', '30000', true)",
+		"SELECT pg_sleep(20) /* "+marker+" */")
+	if err == nil {
+		for rows.Next() {
+		}
+		err = rows.Err()
+		rows.Close()
+	}
+	if err == nil {
+		t.Fatal("a statement cancelled mid-way: no error")
+	}
+	if end == nil {
+		t.Fatal("queryWithSettings gave no end for the transaction it began")
+	}
+	end()
+	pid := <-pids
+	if pid == 0 {
+		t.Fatal("never saw the statement running")
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		// The pool may hand this very connection to the look itself.
+		var state sql.NullString
+		var self bool
+		err := s.read.QueryRowContext(ctx, `SELECT state, pid = pg_backend_pid() FROM pg_stat_activity WHERE pid = $1`, pid).Scan(&state, &self)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			t.Fatalf("backend %d is gone: the cancelled step's connection was dropped, not given back", pid)
+		case err != nil:
+			t.Fatal(err)
+		case self || state.String == "idle":
+			return // cancelled in the server, out of its transaction, kept by the pool
+		case time.Now().After(deadline):
+			t.Fatalf("backend %d is still %q 5 s after the step was cancelled", pid, state.String)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -212,13 +212,25 @@ func TestSearchPlansOnGrownStore(t *testing.T) {
 	// steps still give the exact answer.
 	// Both budgets spent at once: the walks of searchWalksOverBudget
 	// answer.
-	defer func(b, all time.Duration) { searchIndexBudget, searchAllHitsBudget = b, all }(searchIndexBudget, searchAllHitsBudget)
-	searchIndexBudget, searchAllHitsBudget = time.Millisecond, time.Millisecond
+	// The step with every hit is skipped after a race whose index step
+	// had its budget (searchRaceIndexBudget) and ran out of it.
+	defer func(b, r, all time.Duration) {
+		searchIndexBudget, searchRaceIndexBudget, searchAllHitsBudget = b, r, all
+	}(searchIndexBudget, searchRaceIndexBudget, searchAllHitsBudget)
+	searchIndexBudget, searchRaceIndexBudget, searchAllHitsBudget = time.Millisecond, time.Millisecond, time.Millisecond
 	for _, c := range planCases(t) {
 		if !strings.HasSuffix(c.name, ", no filter") {
 			continue
 		}
+		raced := false
+		searchStepRan = func(st searchStep) {
+			raced = raced || st.race
+			if raced && st.walk == 0 && st.ifOverBudget {
+				t.Errorf("%s: the step with every hit ran after the race's index step ran out of the same budget", c.name)
+			}
+		}
 		got, err := s.search(ctx, c.f)
+		searchStepRan = nil
 		if err != nil {
 			t.Fatalf("%s, budget spent: %v", c.name, err)
 		}
@@ -407,6 +419,14 @@ func TestSearchKeysMatchTheIndex(t *testing.T) {
 func TestSearchWindowsOnGrownStore(t *testing.T) {
 	s := grownPlanStore(t)
 	ctx := context.Background()
+	// What the windows answer, not how fast: with their budgets, on a slow
+	// hour of the 2-core test machine, the URL's 40 windows took past
+	// searchWindowsBudget (1.02 s) and did not answer. The budgets' own
+	// ends are tested apart (TestSearchPlansOnGrownStore).
+	defer func(all, one, smallest time.Duration) {
+		searchWindowsBudget, searchWindowBudget, searchSmallestWindowBudget = all, one, smallest
+	}(searchWindowsBudget, searchWindowBudget, searchSmallestWindowBudget)
+	searchWindowsBudget, searchWindowBudget, searchSmallestWindowBudget = time.Minute, 10*time.Second, 10*time.Second
 	check := func(label string) {
 		t.Helper()
 		for _, c := range planCases(t) {
@@ -452,6 +472,11 @@ func TestSearchWindowsOnGrownStore(t *testing.T) {
 	steps := 0
 	searchStepRan = func(st searchStep) {
 		steps++
+		// The capped index step that races the windows has the budget of
+		// the step with every hit (searchRaceIndexBudget).
+		if st.key == 0 && st.walk == 0 && st.limit == searchIndexCap && st.budget != searchRaceIndexBudget {
+			t.Errorf("the index step racing the windows has a budget of %v, want %v", st.budget, searchRaceIndexBudget)
+		}
 		// The smallest windows, which no smaller ones can replace, have
 		// the larger budget (searchSmallestWindowBudget).
 		if level, want := st.key>>56, searchWindowBudget; st.key != 0 {
@@ -487,6 +512,10 @@ func TestSearchWindowsOnGrownStore(t *testing.T) {
 // created_at, through events_session_time).
 func TestSearchParticipantWalksOnGrownStore(t *testing.T) {
 	s := grownPlanStore(t)
+	// What the walks answer, not how fast (as in
+	// TestSearchWindowsOnGrownStore); the budget's end is tested below.
+	defer func(b time.Duration) { searchSessionsBudget = b }(searchSessionsBudget)
+	searchSessionsBudget = time.Minute
 	ctx := context.Background()
 	defer func(n int) { searchParticipantWalkShort = n }(searchParticipantWalkShort)
 	// A handle's start, which the index answers through words alone
