@@ -220,6 +220,12 @@ func (s *Store) search(ctx context.Context, f SearchFilter) ([]SearchHit, error)
 		if st.ifOverBudget && !overBudget {
 			continue
 		}
+		if raced && st.walk == 0 && st.ifOverBudget {
+			// The race's index step had the budget of the step with
+			// every hit (searchRaceIndexBudget), which reads the same
+			// posting lists: past it, that step would run out of it too.
+			continue
+		}
 		stepRan(st)
 		if st.race {
 			// The capped index step, at once with the windows or, for a
@@ -241,14 +247,7 @@ func (s *Store) search(ctx context.Context, f SearchFilter) ([]SearchHit, error)
 				s.searchAnswered(winner)
 				return hits, err
 			}
-			overBudget = spent
-			// The race's index step had the budget of the step with every
-			// hit (searchRaceIndexBudget), which reads the same posting
-			// lists: past it, that step would run out of it too.
-			raced = true
-			continue
-		}
-		if raced && st.walk == 0 && st.ifOverBudget {
+			overBudget, raced = spent, true
 			continue
 		}
 		hits, candidates, err := s.searchStep(ctx, f, st)
