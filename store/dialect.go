@@ -303,7 +303,8 @@ func (d dialect) searchWalkFrom() string {
 //     hits only, so the sequential scan is priced out
 //     (TestSearchPlansOnGrownStore checks the plans).
 //   - statement_timeout = the step's budget (searchIndexBudget for the
-//     capped index step, searchAllHitsBudget for the one after it):
+//     capped index step within one session, searchAllHitsBudget for it
+//     racing, and for the step with every hit):
 //     a term common in the log but absent from its newest events makes the
 //     index step read its whole posting lists before the cap can stop it
 //     (a word in 60% of a million events: a second on the loaded test

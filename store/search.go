@@ -114,25 +114,26 @@ const (
 )
 
 // searchIndexBudget is the time the capped index step may take on
-// PostgreSQL (dialect.searchSettings). A variable for the test that
+// PostgreSQL when it runs alone, within one session (dialect.searchSettings;
+// racing, it has searchAllHitsBudget). A variable for the test that
 // spends it.
 var searchIndexBudget = 100 * time.Millisecond
-
-// searchRaceIndexBudget is the capped index step's budget when it races
-// the windows or a participant's walks (searchRace). It is the budget of
-// the step with every hit, not searchIndexBudget: the race's other side
-// answers a common term before it, but a rare term whose trigrams are
-// common (an e-mail address with no hit at ten million events: 145 ms on
-// a slow hour of the test machine) has no faster answer. With 100 ms, the
-// windows then read the log in windows too small, and the steps after
-// them answered in 1.2-1.4 s; with this budget, 123-161 ms
-// (docs/benchmarks.md, "Cancelled steps and the race's budget").
-var searchRaceIndexBudget = 500 * time.Millisecond
 
 // searchAllHitsBudget is the time the index step with every hit may take
 // on PostgreSQL when it follows a capped index step that ran out of its
 // own budget; past it, search walks further (searchWalksOverBudget). A
 // variable for the test that spends it.
+//
+// It is also the capped index step's budget when that step races the
+// windows or a participant's walks (searchRace), and the step with every
+// hit, which reads the same posting lists, is then skipped. The race's
+// other side answers a common term before it, but a rare term whose
+// trigrams are common (an e-mail address with no hit at ten million
+// events: 145 ms on a slow hour of the test machine) has no faster
+// answer. With searchIndexBudget there, the windows read the log in
+// windows too small, and the steps after them answered in 1.2-1.4 s; with
+// this budget, 123-161 ms (docs/benchmarks.md, "Cancelled steps and the
+// race's budget").
 var searchAllHitsBudget = 500 * time.Millisecond
 
 // searchWalksOverBudget are the walks search takes for a term whose index
@@ -221,9 +222,9 @@ func (s *Store) search(ctx context.Context, f SearchFilter) ([]SearchHit, error)
 			continue
 		}
 		if raced && st.walk == 0 && st.ifOverBudget {
-			// The race's index step had the budget of the step with
-			// every hit (searchRaceIndexBudget), which reads the same
-			// posting lists: past it, that step would run out of it too.
+			// The race's index step had this step's budget
+			// (searchAllHitsBudget) and read the same posting lists:
+			// this step would run out of it too.
 			continue
 		}
 		stepRan(st)

@@ -213,11 +213,9 @@ func TestSearchPlansOnGrownStore(t *testing.T) {
 	// Both budgets spent at once: the walks of searchWalksOverBudget
 	// answer.
 	// The step with every hit is skipped after a race whose index step
-	// had its budget (searchRaceIndexBudget) and ran out of it.
-	defer func(b, r, all time.Duration) {
-		searchIndexBudget, searchRaceIndexBudget, searchAllHitsBudget = b, r, all
-	}(searchIndexBudget, searchRaceIndexBudget, searchAllHitsBudget)
-	searchIndexBudget, searchRaceIndexBudget, searchAllHitsBudget = time.Millisecond, time.Millisecond, time.Millisecond
+	// had its budget (searchAllHitsBudget) and ran out of it.
+	defer func(b, all time.Duration) { searchIndexBudget, searchAllHitsBudget = b, all }(searchIndexBudget, searchAllHitsBudget)
+	searchIndexBudget, searchAllHitsBudget = time.Millisecond, time.Millisecond
 	for _, c := range planCases(t) {
 		if !strings.HasSuffix(c.name, ", no filter") {
 			continue
@@ -473,9 +471,9 @@ func TestSearchWindowsOnGrownStore(t *testing.T) {
 	searchStepRan = func(st searchStep) {
 		steps++
 		// The capped index step that races the windows has the budget of
-		// the step with every hit (searchRaceIndexBudget).
-		if st.key == 0 && st.walk == 0 && st.limit == searchIndexCap && st.budget != searchRaceIndexBudget {
-			t.Errorf("the index step racing the windows has a budget of %v, want %v", st.budget, searchRaceIndexBudget)
+		// the step with every hit (searchAllHitsBudget).
+		if st.key == 0 && st.walk == 0 && st.limit == searchIndexCap && st.budget != searchAllHitsBudget {
+			t.Errorf("the index step racing the windows has a budget of %v, want %v", st.budget, searchAllHitsBudget)
 		}
 		// The smallest windows, which no smaller ones can replace, have
 		// the larger budget (searchSmallestWindowBudget).

@@ -100,7 +100,7 @@ func (s *Store) searchRace(ctx context.Context, f SearchFilter, other func(conte
 	}
 	answers := make(chan answer, 2)
 	go func() {
-		st := searchStep{limit: searchIndexCap, budget: searchRaceIndexBudget}
+		st := searchStep{limit: searchIndexCap, budget: searchAllHitsBudget}
 		stepRan(st)
 		hits, candidates, err := s.searchStep(ctx, f, st)
 		switch {
