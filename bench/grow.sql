@@ -4,7 +4,8 @@
 -- event's wire body, byte for byte in aspd's compact JSON shape, its
 -- subject, and the search columns (search_text as search.Extract gives it
 -- for a plain-string content, search_words as to_tsvector('simple', the
--- text's lower-case words)). Sessions of 100 events (2 session.invited,
+-- text's lower-case words), search_pairs their word pairs, as
+-- search.PairLexemes gives them). Sessions of 100 events (2 session.invited,
 -- 2 session.joined, 96 session.message), 100 sessions active at a time,
 -- among 1,000 agents @grow.a0 .. @grow.a999. Time runs backwards with g
 -- (event g is 40 ms older than g - 1, the newest ends an hour before the
@@ -67,9 +68,9 @@ SELECT 'sess_' || lpad(s::text, 26, '0'), '@grow.a' || ((s * 3 + m) % 1000), 'jo
 FROM generate_series(:from / 100, :to / 100 - 1) s, generate_series(0, 2) m;
 
 -- One row per event: g's session, sequence, time, members and text.
-INSERT INTO events (session_id, sequence, event_id, type, subject, audience, created_at, body, search_text, search_words)
-SELECT sid, q, eid, typ, subj, '', ts, body, txt, to_tsvector('simple', NULLIF(lower(regexp_replace(txt, '[^[:alnum:]]+', ' ', 'g')), ''))
-FROM (
+INSERT INTO events (session_id, sequence, event_id, type, subject, audience, created_at, body, search_text, search_words, search_pairs)
+SELECT sid, q, eid, typ, subj, '', ts, body, txt, w, coalesce(aspd_search_pairs(w), '')
+FROM (SELECT *, to_tsvector('simple', NULLIF(lower(regexp_replace(txt, '[^[:alnum:]]+', ' ', 'g')), '')) AS w FROM (
     SELECT sid, q, eid, typ, subj, ts, txt,
         '{"type":"' || typ || '","session_id":"' || sid || '","event_id":"' || eid || '","sequence":' || q ||
         ',"created_at":' || ts || ',"payload":' || CASE typ
@@ -97,7 +98,7 @@ FROM (
             FROM generate_series(:from::bigint, :to::bigint - 1) g
         ) k0
     ) k1
-) k2
+) k2) k3
 ORDER BY ts;
 
 SELECT indexdef FROM grow_indexes \gexec

@@ -152,12 +152,14 @@ func (d dialect) inStrings(col string, vals []string, first int) (string, []any)
 
 // eventSearchColumns are the columns of the events INSERT that carry an
 // event's search index input, after its eight others, and the SQL of
-// their values given the placeholders of the indexed text and of its
-// words. PostgreSQL stores the word index's tsvector in a column;
-// SQLite's FTS5 tables are filled by triggers from search_text.
-func (d dialect) eventSearchColumns(textArg, wordsArg string) (cols, values string) {
+// their values given the placeholders of the indexed text, of its words
+// and of their pairs (searchInput). PostgreSQL stores the word index's
+// tsvector and the pairs' in columns; SQLite's FTS5 tables are filled by
+// triggers from search_text.
+func (d dialect) eventSearchColumns(textArg, wordsArg, pairsArg string) (cols, values string) {
 	if d.name == "postgres" {
-		return ", search_text, search_words", ", " + textArg + ", to_tsvector('simple', NULLIF(" + wordsArg + ", ''))"
+		return ", search_text, search_words, search_pairs",
+			", " + textArg + ", to_tsvector('simple', NULLIF(" + wordsArg + ", '')), CAST(" + pairsArg + " AS tsvector)"
 	}
 	return ", search_text", ", " + textArg
 }
@@ -167,10 +169,10 @@ func (d dialect) eventSearchColumns(textArg, wordsArg string) (cols, values stri
 func (d dialect) searchWordsArg() bool { return d.name == "postgres" }
 
 // searchBackfillSet is the SET of the backfill's UPDATE, from a row v(s,
-// q, t, w) of event key, text and words.
+// q, t, w, p) of event key, text, words and pairs.
 func (d dialect) searchBackfillSet() string {
 	if d.name == "postgres" {
-		return "search_text = v.t, search_words = to_tsvector('simple', NULLIF(v.w, ''))"
+		return "search_text = v.t, search_words = to_tsvector('simple', NULLIF(v.w, '')), search_pairs = CAST(v.p AS tsvector)"
 	}
 	return "search_text = v.t"
 }
@@ -180,7 +182,7 @@ func (d dialect) searchBackfillSet() string {
 // the backfill.
 func (d dialect) searchClearSet() string {
 	if d.name == "postgres" {
-		return "search_text = '', search_words = NULL"
+		return "search_text = '', search_words = NULL, search_pairs = NULL"
 	}
 	return "search_text = ''"
 }
@@ -196,6 +198,11 @@ type searchPart struct {
 	// the words every text holding the substring holds
 	// (searchSubstringWordsArg), or "".
 	words string
+	// pairs, on PostgreSQL, is the placeholder of a term's word pairs
+	// (searchPairsArg), of is the term's own parts: the events holding the
+	// pairs that match one of them.
+	pairs string
+	of    []searchPart
 }
 
 // searchAnyOf is the predicate "event e matches at least one of parts". On
@@ -216,6 +223,8 @@ func (d dialect) searchAnyOf(parts []searchPart, rowids string) string {
 			table = "events_trigram"
 		}
 		switch {
+		case p.pairs != "":
+			alts[i] = d.searchPairsMatch(p)
 		case d.name == "postgres" && p.substring && p.words != "":
 			// The ILIKE checks the rows the words found, out of the index
 			// (search_text || '' is not the indexed column): in the index
@@ -238,6 +247,42 @@ func (d dialect) searchAnyOf(parts []searchPart, rowids string) string {
 		return "(" + strings.Join(alts, " OR ") + ")"
 	}
 	return "e.rowid IN (" + strings.Join(alts, " UNION ") + ")"
+}
+
+// searchPairsMatch is the condition "event e holds the term's word pairs
+// and matches one of its parts" (PostgreSQL): the pairs index finds the
+// events, and the parts are checked on them, out of the index (the
+// columns are not the indexed ones, so that the planner does not also
+// read the words' or trigrams' posting lists, which is what the pairs
+// spare). The parts come first: on an event written before migration
+// 00013 the pairs are computed (aspd_search_pairs), and a row the parts
+// refuse need not pay for it.
+func (d dialect) searchPairsMatch(p searchPart) string {
+	alts := make([]string, len(p.of))
+	for i, o := range p.of {
+		if o.substring {
+			alts[i] = "(e.search_text || '') ILIKE " + o.arg + " ESCAPE '!'"
+		} else {
+			alts[i] = "(e.search_words || ''::tsvector) @@ websearch_to_tsquery('simple', " + o.arg + ")"
+		}
+	}
+	return "((" + strings.Join(alts, " OR ") + ") AND " + searchPairsColumn + " @@ CAST(" + p.pairs + " AS tsquery))"
+}
+
+// searchPairsColumn is the pairs index's expression (migration 00013),
+// word for word, so that the planner can use the index: an event's pairs
+// as aspd wrote them, or computed from its words' positions for an event
+// written without them.
+const searchPairsColumn = "coalesce(e.search_pairs, aspd_search_pairs(e.search_words))"
+
+// searchPairsArg is, on PostgreSQL, the tsquery of a term's word pairs
+// (search.Term.Pairs), all of them: 'get rel' & 'ase not'. "" when the
+// term has none, and on SQLite, whose FTS5 tables hold positions.
+func (d dialect) searchPairsArg(pairs []string) string {
+	if d.name != "postgres" || len(pairs) == 0 {
+		return ""
+	}
+	return "'" + strings.Join(pairs, "' & '") + "'" // letters, digits and a space: nothing to escape
 }
 
 // searchKeyMatch is the condition "event e is in the time window of key

@@ -102,7 +102,7 @@ func queueOneEventIf(q stmtQueue, d dialect, e *StoredEvent, t *sessionTx, hit *
 	if in == nil {
 		in = newSearchInput(d, search.ExtractEvent(e.Type, e.Body))
 	}
-	args := make([]any, 0, 12)
+	args := make([]any, 0, 13)
 	args = append(args, e.SessionID, e.Sequence, e.EventID, e.Type, e.Subject, encodeAudience(e.Audience), e.CreatedAt, string(e.Body), in.text)
 	scan := func(rows rowScanner) error {
 		for rows.Next() {
@@ -115,7 +115,7 @@ func queueOneEventIf(q stmtQueue, d dialect, e *StoredEvent, t *sessionTx, hit *
 		q.Query("insert event if advanced", insertOneEventIfAdvanced, args, scan)
 		return
 	}
-	q.Query("append event if unchanged", appendOneEventIf, append(args, in.words, t.membersVersion, t.state), scan)
+	q.Query("append event if unchanged", appendOneEventIf, append(args, in.words, in.pairs, t.membersVersion, t.state), scan)
 }
 
 // advanceSessionIf moves a session's last_seq to $2 if it is $2 - 1 and the
@@ -125,19 +125,19 @@ const advanceSessionIf = `UPDATE sessions SET last_seq = $2 WHERE id = $1 AND la
 // insertOneEventIfAdvanced is insertOneEvent run only when the statement
 // before it (advanceSessionIf) changed a row.
 var insertOneEventIfAdvanced = func() string {
-	cols, vals := sqliteDialect.eventSearchColumns("$9", "")
+	cols, vals := sqliteDialect.eventSearchColumns("$9", "", "")
 	return `INSERT INTO events (session_id, sequence, event_id, type, subject, audience, created_at, body` + cols + `)
 		SELECT $1, $2, $3, $4, $5, $6, $7, $8` + vals + ` WHERE changes() = 1
 		RETURNING sequence`
 }()
 
-// appendOneEventIf is appendOneEvent ($1 to $10) on a guessed row: the
-// UPDATE requires last_seq $2 - 1, members_version $11 and state $12, and
+// appendOneEventIf is appendOneEvent ($1 to $11) on a guessed row: the
+// UPDATE requires last_seq $2 - 1, members_version $12 and state $13, and
 // the INSERT takes its one row from the UPDATE's.
 var appendOneEventIf = func() string {
-	cols, vals := postgresDialect.eventSearchColumns("$9::text", "$10::text")
+	cols, vals := postgresDialect.eventSearchColumns("$9::text", "$10::text", "$11::text")
 	return `WITH u AS (UPDATE sessions SET last_seq = $2::bigint
-			WHERE id = $1::text AND last_seq = $2::bigint - 1 AND members_version = $11::bigint AND state = $12::text RETURNING id)
+			WHERE id = $1::text AND last_seq = $2::bigint - 1 AND members_version = $12::bigint AND state = $13::text RETURNING id)
 		INSERT INTO events (session_id, sequence, event_id, type, subject, audience, created_at, body` + cols + `)
 		SELECT u.id, $2::bigint, $3::text, $4::text, $5::text, $6::text, $7::bigint, $8::text` + vals + ` FROM u
 		RETURNING sequence`

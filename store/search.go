@@ -413,19 +413,41 @@ func (s *Store) searchSQL(f SearchFilter, st searchStep) (string, []any) {
 		args = append(args, v)
 		return fmt.Sprintf("$%d", len(args))
 	}
-	parts := func(terms ...search.Term) []searchPart {
+	// A step that reads the search index asks PostgreSQL's pairs index
+	// for a term's word pairs (searchPairsArg) when the term has no words
+	// the substring part can ask the word index for: a phrase, an e-mail
+	// address. Not the walks, which read the events themselves, nor one
+	// session's events, read by key, nor the excluded terms, checked on the
+	// rows found: on the events written before migration 00013 the pairs
+	// are computed, not read, and a row would pay for it.
+	pairsStep := st.walk == 0 && !(st.sessions && !st.bitmap) && f.Session == ""
+	parts := func(excluded bool, terms ...search.Term) []searchPart {
 		var out []searchPart
 		for _, t := range terms {
+			var own []searchPart
 			if len(t.Words) > 0 {
-				out = append(out, searchPart{arg: arg(s.d.searchWordArg(t.Words))})
+				own = append(own, searchPart{arg: arg(s.d.searchWordArg(t.Words))})
+			}
+			substringWords := ""
+			if t.Substring() {
+				substringWords = s.d.searchSubstringWordsArg(t.SubstringWords())
+			}
+			pairs := ""
+			if pairsStep && !excluded && substringWords == "" {
+				pairs = s.d.searchPairsArg(t.Pairs())
 			}
 			if t.Substring() {
 				part := searchPart{substring: true, arg: arg(s.d.searchSubstringArg(t.Text))}
-				if q := s.d.searchSubstringWordsArg(t.SubstringWords()); q != "" {
-					part.words = arg(q)
+				if substringWords != "" {
+					part.words = arg(substringWords)
 				}
-				out = append(out, part)
+				own = append(own, part)
 			}
+			if pairs != "" {
+				out = append(out, searchPart{pairs: arg(pairs), of: own})
+				continue
+			}
+			out = append(out, own...)
 		}
 		return out
 	}
@@ -447,10 +469,10 @@ func (s *Store) searchSQL(f SearchFilter, st searchStep) (string, []any) {
 			") AND (SELECT max(rowid) FROM events WHERE session_id = " + sessionArg + ")"
 	}
 	for _, group := range f.Query.All {
-		match = append(match, s.d.searchAnyOf(parts(group...), rowids))
+		match = append(match, s.d.searchAnyOf(parts(false, group...), rowids))
 	}
 	if len(f.Query.None) > 0 {
-		match = append(match, "NOT "+s.d.searchAnyOf(parts(f.Query.None...), rowids))
+		match = append(match, "NOT "+s.d.searchAnyOf(parts(true, f.Query.None...), rowids))
 	}
 	if f.Session != "" {
 		filters = append(filters, "e.session_id = "+sessionArg)
@@ -621,7 +643,7 @@ func (s *Store) backfillSearchBatch(ctx context.Context) (int, error) {
 		}
 		var b strings.Builder
 		var args []any
-		b.WriteString(`WITH v(s, q, t, w) AS (VALUES `)
+		b.WriteString(`WITH v(s, q, t, w, p) AS (VALUES `)
 		for rows.Next() {
 			var sid, typ, body string
 			var seq int64
@@ -634,8 +656,9 @@ func (s *Store) backfillSearchBatch(ctx context.Context) (int, error) {
 				b.WriteString(", ")
 			}
 			k := len(args)
-			fmt.Fprintf(&b, "(CAST($%d AS TEXT), CAST($%d AS BIGINT), CAST($%d AS TEXT), CAST($%d AS TEXT))", k+1, k+2, k+3, k+4)
-			args = append(args, sid, seq, text, search.WordText(text))
+			fmt.Fprintf(&b, "(CAST($%d AS TEXT), CAST($%d AS BIGINT), CAST($%d AS TEXT), CAST($%d AS TEXT), CAST($%d AS TEXT))", k+1, k+2, k+3, k+4, k+5)
+			in := newSearchInput(s.d, text)
+			args = append(args, sid, seq, text, in.words, in.pairs)
 			n++
 		}
 		rows.Close()

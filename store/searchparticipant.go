@@ -115,14 +115,15 @@ func (s *Store) participantNewest(ctx context.Context, f SearchFilter, n int, de
 	return lo, walked, false, nil
 }
 
-// searchWordsOnly reports whether PostgreSQL's search index answers every
+// searchWordsOnly reports whether PostgreSQL's search indexes answer every
 // term an event must match through words: none is a substring that only
-// the trigrams answer (searchSubstringWordsArg). Excluded terms do not
-// count: they are checked on the rows found.
+// the trigrams answer (searchSubstringWordsArg, or the word pairs,
+// searchPairsArg). Excluded terms do not count: they are checked on the
+// rows found.
 func (s *Store) searchWordsOnly(q *search.Query) bool {
 	for _, group := range q.All {
 		for _, t := range group {
-			if len(t.Words) == 0 || t.Substring() && s.d.searchSubstringWordsArg(t.SubstringWords()) == "" {
+			if len(t.Words) == 0 || t.Substring() && s.d.searchSubstringWordsArg(t.SubstringWords()) == "" && s.d.searchPairsArg(t.Pairs()) == "" {
 				return false
 			}
 		}

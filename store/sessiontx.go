@@ -31,14 +31,19 @@ type StoredEvent struct {
 	index *searchInput
 }
 
-// searchInput is an event's search text and, on PostgreSQL, its words.
-type searchInput struct{ text, words string }
+// searchInput is an event's search text and, on PostgreSQL, its words
+// and their pairs (search.PairLexemes, a tsvector literal).
+type searchInput struct{ text, words, pairs string }
 
 // newSearchInput is the search index input of an event whose text is text.
 func newSearchInput(d dialect, text string) *searchInput {
 	in := &searchInput{text: text}
 	if d.searchWordsArg() {
-		in.words = search.WordText(text)
+		words := search.Words(text)
+		in.words = strings.Join(words, " ")
+		var b strings.Builder
+		search.PairLexemes(&b, words)
+		in.pairs = b.String()
 	}
 	return in
 }
@@ -531,18 +536,18 @@ func queueEvents(q stmtQueue, d dialect, events []StoredEvent, advance []*sessio
 // rides in the events' INSERT as a data-modifying CTE.
 func queueEventArrays(q stmtQueue, d dialect, events []StoredEvent, advance []*sessionTx) {
 	n := len(events)
-	strs, ints := columns[string](8, n), columns[int64](2, n) // two allocations, not ten
-	sid, eid, typ, subj, aud, body, text, words := strs[0], strs[1], strs[2], strs[3], strs[4], strs[5], strs[6], strs[7]
+	strs, ints := columns[string](9, n), columns[int64](2, n) // two allocations, not eleven
+	sid, eid, typ, subj, aud, body, text, words, pairs := strs[0], strs[1], strs[2], strs[3], strs[4], strs[5], strs[6], strs[7], strs[8]
 	seq, at := ints[0], ints[1]
 	for i, e := range events {
 		in := e.index
 		if in == nil {
 			in = newSearchInput(d, search.ExtractEvent(e.Type, e.Body))
 		}
-		sid[i], seq[i], eid[i], typ[i], subj[i], aud[i], at[i], body[i], text[i], words[i] =
-			e.SessionID, e.Sequence, e.EventID, e.Type, e.Subject, encodeAudience(e.Audience), e.CreatedAt, string(e.Body), in.text, in.words
+		sid[i], seq[i], eid[i], typ[i], subj[i], aud[i], at[i], body[i], text[i], words[i], pairs[i] =
+			e.SessionID, e.Sequence, e.EventID, e.Type, e.Subject, encodeAudience(e.Audience), e.CreatedAt, string(e.Body), in.text, in.words, in.pairs
 	}
-	args := []any{textArray(sid), int8Array(seq), textArray(eid), textArray(typ), textArray(subj), textArray(aud), int8Array(at), textArray(body), textArray(text), textArray(words)}
+	args := []any{textArray(sid), int8Array(seq), textArray(eid), textArray(typ), textArray(subj), textArray(aud), int8Array(at), textArray(body), textArray(text), textArray(words), textArray(pairs)}
 	if len(advance) == 0 {
 		q.Exec("insert events", insertEventArrays, args)
 		return
@@ -569,7 +574,7 @@ func queueOneEvent(q stmtQueue, d dialect, e *StoredEvent, t *sessionTx) {
 	if in == nil {
 		in = newSearchInput(d, search.ExtractEvent(e.Type, e.Body))
 	}
-	args := make([]any, 0, 14)
+	args := make([]any, 0, 15)
 	args = append(args, e.SessionID, e.Sequence, e.EventID, e.Type, e.Subject, encodeAudience(e.Audience), e.CreatedAt, string(e.Body), in.text)
 	if !d.arrayParams {
 		q.Exec("insert events", insertOneEvent, args)
@@ -580,13 +585,13 @@ func queueOneEvent(q stmtQueue, d dialect, e *StoredEvent, t *sessionTx) {
 	if t.endedAt.Valid {
 		ended = &t.endedAt.Int64
 	}
-	q.Exec("append events", appendOneEvent, append(args, in.words, t.state, ended, t.lastSeq, t.sendAndEnd))
+	q.Exec("append events", appendOneEvent, append(args, in.words, in.pairs, t.state, ended, t.lastSeq, t.sendAndEnd))
 }
 
 // insertOneEvent inserts one event ($1 to $9, the search text last) on a
 // dialect that indexes the search text itself (SQLite's FTS5 triggers).
 var insertOneEvent = func() string {
-	cols, vals := sqliteDialect.eventSearchColumns("$9", "")
+	cols, vals := sqliteDialect.eventSearchColumns("$9", "", "")
 	return `INSERT INTO events (session_id, sequence, event_id, type, subject, audience, created_at, body` + cols + `)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8` + vals + `)`
 }()
@@ -594,11 +599,12 @@ var insertOneEvent = func() string {
 // updateOneSession writes one session's state and counter.
 const updateOneSession = `UPDATE sessions SET state = $2, ended_at = $3, last_seq = $4, send_and_end = $5 WHERE id = $1`
 
-// appendOneEvent inserts one event ($1 to $10, as insertOneEvent plus the
-// words) and writes its session ($1, and $11 to $14) in one statement.
+// appendOneEvent inserts one event ($1 to $11, as insertOneEvent plus the
+// words and their pairs) and writes its session ($1, and $12 to $15) in
+// one statement.
 var appendOneEvent = func() string {
-	cols, vals := postgresDialect.eventSearchColumns("$9", "$10")
-	return `WITH u AS (UPDATE sessions SET state = $11::text, ended_at = $12::bigint, last_seq = $13::bigint, send_and_end = $14::boolean
+	cols, vals := postgresDialect.eventSearchColumns("$9", "$10", "$11")
+	return `WITH u AS (UPDATE sessions SET state = $12::text, ended_at = $13::bigint, last_seq = $14::bigint, send_and_end = $15::boolean
 			WHERE id = $1)
 		INSERT INTO events (session_id, sequence, event_id, type, subject, audience, created_at, body` + cols + `)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8` + vals + `)`
@@ -615,19 +621,19 @@ func columns[T any](k, n int) [][]T {
 	return out
 }
 
-// insertEventArrays inserts events given as arrays $1 to $10, one per
+// insertEventArrays inserts events given as arrays $1 to $11, one per
 // column, the search columns' input last (see eventSearchColumns).
 var insertEventArrays = func() string {
-	cols, vals := postgresDialect.eventSearchColumns("e.st", "e.w")
+	cols, vals := postgresDialect.eventSearchColumns("e.st", "e.w", "e.p")
 	return `INSERT INTO events (session_id, sequence, event_id, type, subject, audience, created_at, body` + cols + `)
 		SELECT e.s, e.q, e.i, e.t, e.sub, e.a, e.c, e.b` + vals + `
-		FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[], $7::bigint[], $8::text[], $9::text[], $10::text[])
-			AS e(s, q, i, t, sub, a, c, b, st, w)`
+		FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[], $7::bigint[], $8::text[], $9::text[], $10::text[], $11::text[])
+			AS e(s, q, i, t, sub, a, c, b, st, w, p)`
 }()
 
 // appendEventArrays is insertEventArrays that also writes the sessions
-// given as arrays $11 to $15 (see sessionValues).
-var appendEventArrays = `WITH v AS (SELECT * FROM unnest($11::text[], $12::text[], $13::bigint[], $14::bigint[], $15::boolean[])
+// given as arrays $12 to $16 (see sessionValues).
+var appendEventArrays = `WITH v AS (SELECT * FROM unnest($12::text[], $13::text[], $14::bigint[], $15::bigint[], $16::boolean[])
 		AS v(id, state, ended_at, seq, send_and_end)),
 	u AS (` + updateSessionsFromV + `)
 	` + insertEventArrays
@@ -660,7 +666,7 @@ func sessionValues(b *strings.Builder, ts []*sessionTx) []any {
 // its text, extracted here by the one rule (search.ExtractEvent), and on
 // PostgreSQL its words; so indexing costs no statement of its own.
 func eventValues(b *strings.Builder, d dialect, args []any, events []StoredEvent) []any {
-	cols, _ := d.eventSearchColumns("", "")
+	cols, _ := d.eventSearchColumns("", "", "")
 	b.WriteString(`INSERT INTO events (session_id, sequence, event_id, type, subject, audience, created_at, body` + cols + `) VALUES `)
 	for i, e := range events {
 		if i > 0 {
@@ -671,11 +677,11 @@ func eventValues(b *strings.Builder, d dialect, args []any, events []StoredEvent
 		if in == nil {
 			in = newSearchInput(d, search.ExtractEvent(e.Type, e.Body))
 		}
-		_, vals := d.eventSearchColumns(fmt.Sprintf("$%d", n+9), fmt.Sprintf("$%d", n+10))
+		_, vals := d.eventSearchColumns(fmt.Sprintf("$%d", n+9), fmt.Sprintf("$%d", n+10), fmt.Sprintf("$%d", n+11))
 		fmt.Fprintf(b, "($%d, $%d, $%d, $%d, $%d, $%d, $%d, $%d%s)", n+1, n+2, n+3, n+4, n+5, n+6, n+7, n+8, vals)
 		args = append(args, e.SessionID, e.Sequence, e.EventID, e.Type, e.Subject, encodeAudience(e.Audience), e.CreatedAt, string(e.Body), in.text)
 		if d.searchWordsArg() {
-			args = append(args, in.words)
+			args = append(args, in.words, in.pairs)
 		}
 	}
 	return args
