@@ -180,14 +180,14 @@ func TestSearchPlansOnGrownStore(t *testing.T) {
 			case st.bitmap && strings.Contains(plan, "Index Scan using events_session_time"):
 				t.Errorf("%s: the bitmap step for a participant's sessions reads their events one by one:\n%s", where, plan)
 			case st.bitmap && !strings.Contains(plan, "Bitmap Index Scan on events_session_time") &&
-				!strings.Contains(plan, "Bitmap Index Scan on events_search_pairs"):
-				// (Whether it ANDs the search index's bitmap too is the
-				// planner's choice by the table's size: at ten million
-				// events it does, which bench/grow.sh measures; on this
-				// small store it may not. A term's word pairs, few, may
-				// instead be read alone and their events' sessions
-				// checked.)
-				t.Errorf("%s: the bitmap step for a participant's sessions reads neither them nor the word pairs as a bitmap:\n%s", where, plan)
+				!strings.Contains(plan, "Bitmap Index Scan on events_search"):
+				// (Whether it ANDs the two bitmaps is the planner's choice
+				// by the table's size and the term: at ten million events
+				// it does for a handle, which bench/grow.sh measures; on
+				// this small store, and for a term with few hits, it may
+				// read the search index's alone and check each event's
+				// session.)
+				t.Errorf("%s: the bitmap step for a participant's sessions reads neither them nor the search index as a bitmap:\n%s", where, plan)
 			case st.bitmap && !strings.Contains(plan, "session_id = ANY"):
 				t.Errorf("%s: the bitmap step for a participant's sessions does not check them:\n%s", where, plan)
 			case st.sessions && !st.bitmap && !indexCond(plan, "session_id = ANY"):
@@ -198,8 +198,8 @@ func TestSearchPlansOnGrownStore(t *testing.T) {
 				t.Errorf("%s: a step computes word pairs per row:\n%s", where, plan)
 			case st.walk == 0 && !st.sessions && f.Session == "" && len(f.Query.All[0][0].Pairs()) > 0 &&
 				f.Query.All[0][0].Substring() && s.d.searchSubstringWordsArg(f.Query.All[0][0].SubstringWords()) == "" &&
-				!strings.Contains(plan, "Bitmap Index Scan on events_search_pairs"):
-				t.Errorf("%s: the index step for a term with word pairs does not read the pairs index:\n%s", where, plan)
+				!indexCond(plan, "aspd_search_pairs"):
+				t.Errorf("%s: the index step for a term with word pairs does not ask the search index for them:\n%s", where, plan)
 			case st.sessions && !st.bitmap && strings.Contains(plan, "events_search"):
 				t.Errorf("%s: the step for a participant's sessions reads the search index:\n%s", where, plan)
 			}
