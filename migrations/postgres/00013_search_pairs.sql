@@ -19,8 +19,9 @@
 -- word (at ten million events, 208 ms for a window that events_search
 -- answers in a few). Rebuilding events_search reads every event and, on a
 -- store written before this migration, computes the pairs of each: about
--- 85 s per million events on the 2-core test machine, during which aspd
--- (migrating before it serves) does not answer.
+-- 118 s per million events on the 2-core test machine (63 s when the
+-- events have their pairs), during which aspd (migrating before it
+-- serves) does not answer.
 -- +goose StatementBegin
 CREATE FUNCTION aspd_search_pairs(words tsvector) RETURNS tsvector
 LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE COST 1000 AS $$
