@@ -250,8 +250,8 @@ func (d dialect) searchAnyOf(parts []searchPart, rowids string) string {
 }
 
 // searchPairsMatch is the condition "event e holds the term's word pairs
-// and matches one of its parts" (PostgreSQL): the pairs index finds the
-// events, and the parts are checked on them, out of the index (the
+// and matches one of its parts" (PostgreSQL): the search index's pairs
+// find the events, and the parts are checked on them, out of the index (the
 // columns are not the indexed ones, so that the planner does not also
 // read the words' or trigrams' posting lists, which is what the pairs
 // spare). The parts come first: on an event written before migration
@@ -269,7 +269,7 @@ func (d dialect) searchPairsMatch(p searchPart) string {
 	return "((" + strings.Join(alts, " OR ") + ") AND " + searchPairsColumn + " @@ CAST(" + p.pairs + " AS tsquery))"
 }
 
-// searchPairsColumn is the pairs index's expression (migration 00013),
+// searchPairsColumn is the search index's fourth column (migration 00013),
 // word for word, so that the planner can use the index: an event's pairs
 // as aspd wrote them, or computed from its words' positions for an event
 // written without them.

@@ -413,8 +413,8 @@ func (s *Store) searchSQL(f SearchFilter, st searchStep) (string, []any) {
 		args = append(args, v)
 		return fmt.Sprintf("$%d", len(args))
 	}
-	// A step that reads the search index asks PostgreSQL's pairs index
-	// for a term's word pairs (searchPairsArg) when the term has no words
+	// A step that reads the search index asks it, on PostgreSQL, for a
+	// term's word pairs (searchPairsArg) when the term has no words
 	// the substring part can ask the word index for: a phrase, an e-mail
 	// address. Not the walks, which read the events themselves, nor one
 	// session's events, read by key, nor the excluded terms, checked on the
