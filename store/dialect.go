@@ -17,6 +17,8 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
 	"modernc.org/sqlite"
+
+	"github.com/aspd/aspd/internal/search"
 )
 
 // dialect holds everything that differs between the two SQL backends. All
@@ -276,10 +278,17 @@ func (d dialect) searchPairsMatch(p searchPart) string {
 const searchPairsColumn = "coalesce(e.search_pairs, aspd_search_pairs(e.search_words))"
 
 // searchPairsArg is, on PostgreSQL, the tsquery of a term's word pairs
-// (search.Term.Pairs), all of them: 'get rel' & 'ase not'. "" when the
-// term has none, and on SQLite, whose FTS5 tables hold positions.
-func (d dialect) searchPairsArg(pairs []string) string {
-	if d.name != "postgres" || len(pairs) == 0 {
+// (search.Term.Pairs), all of them: 'get rel' & 'ase not', for a term
+// whose substring part has no words the word index can answer
+// (searchSubstringWordsArg: a URL's and a handle's are more selective):
+// a phrase, an e-mail address. "" for any other term, for a term without
+// pairs, and on SQLite, whose FTS5 tables hold positions.
+func (d dialect) searchPairsArg(t search.Term) string {
+	if d.name != "postgres" || t.Substring() && d.searchSubstringWordsArg(t.SubstringWords()) != "" {
+		return ""
+	}
+	pairs := t.Pairs()
+	if len(pairs) == 0 {
 		return ""
 	}
 	return "'" + strings.Join(pairs, "' & '") + "'" // letters, digits and a space: nothing to escape

@@ -433,8 +433,8 @@ func (s *Store) searchSQL(f SearchFilter, st searchStep) (string, []any) {
 				substringWords = s.d.searchSubstringWordsArg(t.SubstringWords())
 			}
 			pairs := ""
-			if pairsStep && !excluded && substringWords == "" {
-				pairs = s.d.searchPairsArg(t.Pairs())
+			if pairsStep && !excluded {
+				pairs = s.d.searchPairsArg(t)
 			}
 			if t.Substring() {
 				part := searchPart{substring: true, arg: arg(s.d.searchSubstringArg(t.Text))}

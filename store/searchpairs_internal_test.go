@@ -101,7 +101,7 @@ func TestSearchWordPairs(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				label[hitKeys([]SearchHit{{Event: StoredEvent{SessionID: sid, Sequence: resp.Sequence}}})[0]] = l
+				label[hitKey(sid, resp.Sequence)] = l
 			}
 			if old && s.d.name == "postgres" {
 				// As written by aspd before 00013: the index computes them.

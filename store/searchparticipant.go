@@ -123,7 +123,7 @@ func (s *Store) participantNewest(ctx context.Context, f SearchFilter, n int, de
 func (s *Store) searchWordsOnly(q *search.Query) bool {
 	for _, group := range q.All {
 		for _, t := range group {
-			if len(t.Words) == 0 || t.Substring() && s.d.searchSubstringWordsArg(t.SubstringWords()) == "" && s.d.searchPairsArg(t.Pairs()) == "" {
+			if len(t.Words) == 0 || t.Substring() && s.d.searchSubstringWordsArg(t.SubstringWords()) == "" && s.d.searchPairsArg(t) == "" {
 				return false
 			}
 		}

@@ -39,11 +39,7 @@ type searchInput struct{ text, words, pairs string }
 func newSearchInput(d dialect, text string) *searchInput {
 	in := &searchInput{text: text}
 	if d.searchWordsArg() {
-		words := search.Words(text)
-		in.words = strings.Join(words, " ")
-		var b strings.Builder
-		search.PairLexemes(&b, words)
-		in.pairs = b.String()
+		in.words, in.pairs = search.WordText(text)
 	}
 	return in
 }

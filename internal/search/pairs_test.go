@@ -2,7 +2,6 @@ package search
 
 import (
 	"slices"
-	"strings"
 	"testing"
 )
 
@@ -43,10 +42,8 @@ func TestPairLexemes(t *testing.T) {
 		"go ab Москва crème":          "'go ab' 'ab мос' 'ква crè'",
 		"user42@example.com, thanks!": "'r42 exa' 'ple com' 'com tha'",
 	} {
-		var b strings.Builder
-		PairLexemes(&b, Words(text))
-		if b.String() != want {
-			t.Errorf("%q: %s, want %s", text, b.String(), want)
+		if _, pairs := WordText(text); pairs != want {
+			t.Errorf("%q: %s, want %s", text, pairs, want)
 		}
 	}
 }

@@ -220,6 +220,13 @@ func Words(s string) []string {
 	return out
 }
 
-// WordText is Words(s) joined by single spaces: what PostgreSQL's word
-// index (a tsvector of the simple configuration) is built from.
-func WordText(s string) string { return strings.Join(Words(s), " ") }
+// WordText is PostgreSQL's index input for the text s: its Words joined
+// by single spaces, what the word vector (a tsvector of the simple
+// configuration) is built from, and their pairs (PairLexemes), a tsvector
+// literal.
+func WordText(s string) (words, pairs string) {
+	w := Words(s)
+	var b strings.Builder
+	PairLexemes(&b, w)
+	return strings.Join(w, " "), b.String()
+}

@@ -107,7 +107,7 @@ func TestTermWordsAndSubstring(t *testing.T) {
 	if !q.All[0][0].Substring() || q.All[1][0].Substring() {
 		t.Fatalf("substring: %q %v, %q %v; want true, false", q.All[0][0].Text, q.All[0][0].Substring(), q.All[1][0].Text, q.All[1][0].Substring())
 	}
-	if w := WordText("Ping @kim.assistant: go-live 3.14 Café"); w != "ping kim assistant go live 3 14 café" {
+	if w, _ := WordText("Ping @kim.assistant: go-live 3.14 Café"); w != "ping kim assistant go live 3 14 café" {
 		t.Fatalf("WordText = %q", w)
 	}
 }
