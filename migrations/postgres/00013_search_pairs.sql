@@ -18,9 +18,9 @@
 -- and the planner read a window's every event through it for a common
 -- word (at ten million events, 208 ms for a window that events_search
 -- answers in a few). Rebuilding events_search reads every event and, on a
--- store written before this migration, computes the pairs of each: about
--- 118 s per million events on the 2-core test machine (63 s when the
--- events have their pairs), during which aspd (migrating before it
+-- store written before this migration, computes the pairs of each:
+-- 118-177 s per million events on the 2-core test machine (63-84 s when
+-- the events have their pairs; bench/search-build.sql), during which aspd (migrating before it
 -- serves) does not answer.
 -- +goose StatementBegin
 CREATE FUNCTION aspd_search_pairs(words tsvector) RETURNS tsvector
