@@ -68,6 +68,27 @@ var (
 // server that does not answer still frees the caller within it.
 const cancelDeadline = 500 * time.Millisecond
 
+// cancelledConn sends PostgreSQL a cancel request for a statement whose
+// context ended (pgx's CancelRequestContextWatcherHandler) and marks the
+// connection, which the pool then drops when it is given back
+// (AfterRelease). A cancel request is delivered asynchronously: one that
+// arrives after its statement has ended cancels whatever the connection
+// runs next, another caller's statement ("canceling statement due to user
+// request", seen in TestSearchPlansOnGrownStore once the race's loser
+// often finished as it was cancelled).
+type cancelledConn struct {
+	pgconn.CancelRequestContextWatcherHandler
+}
+
+// cancelSent is the key of cancelledConn's mark in a connection's
+// CustomData.
+const cancelSent = "aspd.cancel_sent"
+
+func (h *cancelledConn) HandleUnwatchAfterCancel() {
+	h.CancelRequestContextWatcherHandler.HandleUnwatchAfterCancel()
+	h.Conn.CustomData()[cancelSent] = true
+}
+
 func openPostgres(url string) (*Store, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
@@ -88,16 +109,17 @@ func openPostgres(url string) (*Store, error) {
 	cfg.PrepareConn = func(_ context.Context, c *pgx.Conn) (bool, error) {
 		return !connClosedByPeer(c.PgConn().Conn()), nil
 	}
-	// A statement whose context ends is cancelled in the server too, and
-	// its connection kept. pgx's default only sets a deadline on the
-	// socket: the connection is dropped, and its backend runs the
-	// statement on to its end or its statement_timeout, as it writes
+	// A statement whose context ends is cancelled in the server too.
+	// pgx's default only sets a deadline on the socket: its backend ran
+	// the statement on to its end or its statement_timeout, as it writes
 	// nothing until then. A search races two steps and cancels the loser
 	// (searchRace): its backend went on taking a core from the winner and
-	// from the next search, and every race cost a new connection.
+	// from the next search. The connection is then dropped when it is
+	// given back (cancelledConn), never reused.
 	cfg.ConnConfig.BuildContextWatcherHandler = func(c *pgconn.PgConn) ctxwatch.Handler {
-		return &pgconn.CancelRequestContextWatcherHandler{Conn: c, DeadlineDelay: cancelDeadline}
+		return &cancelledConn{CancelRequestContextWatcherHandler: pgconn.CancelRequestContextWatcherHandler{Conn: c, DeadlineDelay: cancelDeadline}}
 	}
+	cfg.AfterRelease = func(c *pgx.Conn) bool { return c.PgConn().CustomData()[cancelSent] == nil }
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	if err != nil {
 		return nil, fmt.Errorf("store: open postgres: %w", err)
