@@ -116,8 +116,20 @@ func (s *Store) searchRace(ctx context.Context, f SearchFilter, other func(conte
 		hits, kind, ok, err := other(ctx)
 		answers <- answer{kind: kind, hits: hits, ok: ok, err: err}
 	}()
+	// The loser is cancelled when the race is decided, and waited for (it
+	// stops at once: its statement is cancelled in the server): its work
+	// does not outlive the search and its slot, nor does it report a step
+	// (stepRan) once the search is over.
+	received := 0
+	defer func() {
+		cancel()
+		for ; received < 2; received++ {
+			<-answers
+		}
+	}()
 	for range 2 {
 		a := <-answers
+		received++
 		spent = spent || a.spent
 		if a.err != nil && ctx.Err() == nil {
 			return nil, "", false, false, a.err
