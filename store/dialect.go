@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -62,33 +61,6 @@ var (
 	sqliteDialect   = dialect{name: "sqlite", goose: goose.DialectSQLite3, forUpdate: ""}
 )
 
-// cancelDeadline is how long a cancelled statement's connection waits for
-// the server to confirm the cancel request before its socket's deadline
-// ends the wait (and the connection, as pgx's default would at once): a
-// server that does not answer still frees the caller within it.
-const cancelDeadline = 500 * time.Millisecond
-
-// cancelledConn sends PostgreSQL a cancel request for a statement whose
-// context ended (pgx's CancelRequestContextWatcherHandler) and marks the
-// connection, which the pool then drops when it is given back
-// (AfterRelease). A cancel request is delivered asynchronously: one that
-// arrives after its statement has ended cancels whatever the connection
-// runs next, another caller's statement ("canceling statement due to user
-// request", seen in TestSearchPlansOnGrownStore once the race's loser
-// often finished as it was cancelled).
-type cancelledConn struct {
-	pgconn.CancelRequestContextWatcherHandler
-}
-
-// cancelSent is the key of cancelledConn's mark in a connection's
-// CustomData.
-const cancelSent = "aspd.cancel_sent"
-
-func (h *cancelledConn) HandleUnwatchAfterCancel() {
-	h.CancelRequestContextWatcherHandler.HandleUnwatchAfterCancel()
-	h.Conn.CustomData()[cancelSent] = true
-}
-
 func openPostgres(url string) (*Store, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
@@ -114,12 +86,10 @@ func openPostgres(url string) (*Store, error) {
 	// the statement on to its end or its statement_timeout, as it writes
 	// nothing until then. A search races two steps and cancels the loser
 	// (searchRace): its backend went on taking a core from the winner and
-	// from the next search. The connection is then dropped when it is
-	// given back (cancelledConn), never reused.
-	cfg.ConnConfig.BuildContextWatcherHandler = func(c *pgconn.PgConn) ctxwatch.Handler {
-		return &cancelledConn{CancelRequestContextWatcherHandler: pgconn.CancelRequestContextWatcherHandler{Conn: c, DeadlineDelay: cancelDeadline}}
-	}
-	cfg.AfterRelease = func(c *pgx.Conn) bool { return c.PgConn().CustomData()[cancelSent] == nil }
+	// from the next search. serverCancel (pgcancel.go) says when such a
+	// connection is safe to reuse; one that is not is dropped.
+	cfg.ConnConfig.BuildContextWatcherHandler = func(c *pgconn.PgConn) ctxwatch.Handler { return newServerCancel(c) }
+	cfg.AfterRelease = keepAfterCancel
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	if err != nil {
 		return nil, fmt.Errorf("store: open postgres: %w", err)

@@ -1,0 +1,100 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"net/url"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/aspd/aspd/internal/dbtest"
+)
+
+// Statements cancelled at every moment of their life, the one connection
+// reused at once by another caller's statement: no cancel request may land
+// on that next statement, and the connection is kept rather than replaced
+// after each cancel (serverCancel waits for the server's confirmation
+// instead of dropping the connection or sleeping).
+func TestCancelledStatementsLeaveTheConnectionSafe(t *testing.T) {
+	dbURL := dbtest.Postgres(t)
+	u, err := url.Parse(dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Set("pool_max_conns", "1") // every statement on the same connection, when it is kept
+	u.RawQuery = q.Encode()
+	ctx := context.Background()
+	s, err := Open(ctx, u.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+
+	const rounds = 300
+	cancelled, late, pids := 0, 0, map[int]bool{}
+	start := time.Now()
+	for i := range rounds {
+		// From before the statement is sent to after it has ended
+		// (pg_sleep of 5 ms and its round trip). A cancel request takes
+		// the server a fork and a kill: many statements end before it
+		// lands, the case where it could land on the next statement.
+		after := time.Duration(rand.IntN(8000)) * time.Microsecond
+		cctx, cancel := context.WithTimeout(ctx, after)
+		var one int
+		err := s.read.QueryRowContext(cctx, "SELECT 1 FROM pg_sleep(0.005)").Scan(&one)
+		switch {
+		case err != nil:
+			cancelled++
+		case cctx.Err() != nil:
+			late++ // the context ended while the statement ran, and it ended first
+		}
+		cancel()
+		var pid int
+		if err := s.read.QueryRowContext(ctx, "SELECT pg_backend_pid() FROM pg_sleep(0.01)").Scan(&pid); err != nil {
+			var pe *pgconn.PgError
+			if errors.As(err, &pe) && pe.Code == "57014" {
+				t.Fatalf("round %d (cancel after %v): the next caller's statement was cancelled: %v", i, after, err)
+			}
+			t.Fatalf("round %d: %v", i, err)
+		}
+		pids[pid] = true
+	}
+	t.Logf("%d rounds in %v: %d cancelled, %d ended before their cancel, %d backends", rounds, time.Since(start).Round(time.Millisecond), cancelled, late, len(pids))
+	if cancelled < rounds/30 || late < rounds/10 {
+		t.Fatalf("%d cancelled and %d late of %d statements: the test no longer covers both cases", cancelled, late, rounds)
+	}
+	// A cancel not confirmed within cancelDeadline (a stalled server)
+	// drops its connection; a handful is tolerated, one per cancel is not.
+	if len(pids) > 5 {
+		t.Fatalf("%d backends for %d cancelled statements: cancelled connections are replaced, not reused", len(pids), cancelled)
+	}
+}
+
+// How long a caller waits for a statement it cancelled: from the end of
+// its context to the statement's return, the cancel request's round trip
+// included. go test ./store -run '^$' -bench CancelledStatement
+func BenchmarkCancelledStatement(b *testing.B) {
+	s, err := Open(context.Background(), dbtest.Postgres(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	var waited time.Duration
+	for b.Loop() {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancelled := make(chan time.Time, 1)
+		time.AfterFunc(2*time.Millisecond, func() { cancelled <- time.Now(); cancel() })
+		var one int
+		err := s.read.QueryRowContext(ctx, "SELECT 1 FROM pg_sleep(1)").Scan(&one)
+		returned := time.Now()
+		if err == nil {
+			b.Fatal("a statement of 1 s, cancelled after 2 ms, gave no error")
+		}
+		waited += returned.Sub(<-cancelled)
+	}
+	b.ReportMetric(float64(waited.Microseconds())/float64(b.N), "us-after-cancel/op")
+}
