@@ -365,7 +365,12 @@ func (d dialect) searchSettings(st searchStep) string {
 	if d.name != "postgres" || st.walk > 0 {
 		return ""
 	}
-	q := "SELECT set_config('enable_seqscan', 'off', true)"
+	// No parallel workers: a search's race already runs two steps at once
+	// on this project's two cores, and a parallel step that loses it
+	// stops only once its workers have (the index step for a phrase at
+	// ten million events: 40 ms after its cancel, which search waits for,
+	// searchRace).
+	q := "SELECT set_config('enable_seqscan', 'off', true), set_config('max_parallel_workers_per_gather', '0', true)"
 	if st.key != 0 {
 		// A window's step is planned for any term and any window
 		// (searchWindows): planned for a common word, it read the
