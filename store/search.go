@@ -77,7 +77,11 @@ func (s *Store) Search(ctx context.Context, f SearchFilter) ([]SearchHit, error)
 	if s.searches != nil {
 		select {
 		case s.searches <- struct{}{}:
-			defer func() { <-s.searches }()
+			// The slot is given back once the search and the steps it
+			// cancelled have ended (searchRace's loser).
+			slot := &searchSlot{release: func() { <-s.searches }}
+			ctx = context.WithValue(ctx, searchSlotKey{}, slot)
+			defer slot.searchEnded()
 		case <-ctx.Done():
 			return nil, s.searchDone(ctx)
 		}
@@ -227,7 +231,7 @@ func (s *Store) search(ctx context.Context, f SearchFilter) ([]SearchHit, error)
 			// this step would run out of it too.
 			continue
 		}
-		stepRan(st)
+		stepRan(ctx, st)
 		if st.race {
 			// The capped index step, at once with the windows or, for a
 			// participant's events, with the walks of them
@@ -314,19 +318,75 @@ func (s *Store) SearchAnswers(step string) int64 {
 	return 0
 }
 
-// searchStepRan, when set (by a test), sees every step search runs.
-var searchStepRan func(searchStep)
+// searchSlot is a search's place among maxConcurrentSearches, given back
+// (release) once the search has returned and every step it cancelled has
+// ended: searchRace does not wait for its loser, which ends in the
+// background within cancelDeadline.
+type searchSlot struct {
+	release func()
 
-// stepRanMu serialises the calls of searchStepRan: the steps of a race
-// run at once (searchRace).
+	mu      sync.Mutex
+	pending int  // cancelled steps still ending; guarded by mu
+	ended   bool // the search has returned; guarded by mu
+}
+
+// searchSlotKey is the context key of a search's *searchSlot.
+type searchSlotKey struct{}
+
+// stepLeft counts a cancelled step that goes on after the search; the
+// step calls stepEnded when it has ended.
+func (sl *searchSlot) stepLeft() {
+	sl.mu.Lock()
+	sl.pending++
+	sl.mu.Unlock()
+}
+
+func (sl *searchSlot) stepEnded() {
+	sl.mu.Lock()
+	sl.pending--
+	last := sl.pending == 0 && sl.ended
+	sl.mu.Unlock()
+	if last {
+		sl.release()
+	}
+}
+
+func (sl *searchSlot) searchEnded() {
+	sl.mu.Lock()
+	sl.ended = true
+	last := sl.pending == 0
+	sl.mu.Unlock()
+	if last {
+		sl.release()
+	}
+}
+
+// searchStepRan, when set (by a test, setSearchStepRan), sees every step
+// search runs while its search is on.
+var searchStepRan atomic.Pointer[func(searchStep)]
+
+// stepRanMu serialises the calls of searchStepRan (the steps of a race run
+// at once) and orders them with a race's end (searchRace cancels its loser
+// under it): a loser's steps are seen before its search returns, or never.
 var stepRanMu sync.Mutex
 
-func stepRan(st searchStep) {
-	if searchStepRan != nil {
+func stepRan(ctx context.Context, st searchStep) {
+	if f := searchStepRan.Load(); f != nil {
 		stepRanMu.Lock()
 		defer stepRanMu.Unlock()
-		searchStepRan(st)
+		if ctx.Err() == nil {
+			(*f)(st)
+		}
 	}
+}
+
+// setSearchStepRan sets (f nil: clears) the test hook searchStepRan.
+func setSearchStepRan(f func(searchStep)) {
+	if f == nil {
+		searchStepRan.Store(nil)
+		return
+	}
+	searchStepRan.Store(&f)
 }
 
 // queryWithSettings runs q in a read-only transaction after set, the

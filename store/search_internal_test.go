@@ -48,6 +48,73 @@ func TestSearchSlotsAndTimeBound(t *testing.T) {
 	})
 }
 
+// A race returns as soon as one side answers, without waiting for the
+// cancelled loser, and the search's slot is given back only once the loser
+// has ended (searchSlot): its work never outlives the slot.
+func TestSearchRaceLoserKeepsTheSlot(t *testing.T) {
+	dbtest.ForEach(t, func(t *testing.T, url string) {
+		ctx := context.Background()
+		s, err := Open(ctx, url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		q, err := search.Parse("anything")
+		if err != nil {
+			t.Fatal(err)
+		}
+		released := make(chan struct{})
+		slot := &searchSlot{release: func() { close(released) }}
+		proceed := make(chan struct{})
+		loserCancelled := make(chan struct{})
+		// The index step (an empty store: no hits, an exact answer) wins;
+		// the other side ends only when the test lets it.
+		other := func(ctx context.Context) ([]SearchHit, string, bool, error) {
+			<-ctx.Done()
+			close(loserCancelled)
+			<-proceed
+			return nil, "windows", false, ctx.Err()
+		}
+		type result struct {
+			winner string
+			ok     bool
+			err    error
+		}
+		raced := make(chan result, 1)
+		go func() {
+			_, winner, ok, _, err := s.searchRace(context.WithValue(ctx, searchSlotKey{}, slot), SearchFilter{Query: q, Limit: 10}, other)
+			raced <- result{winner, ok, err}
+		}()
+		var r result
+		select {
+		case r = <-raced:
+		case <-time.After(5 * time.Second):
+			close(proceed)
+			t.Fatal("the race did not return while its cancelled loser ran")
+		}
+		if winner, ok, err := r.winner, r.ok, r.err; err != nil || !ok || winner != "index" {
+			t.Fatalf("race: winner %q, ok %v, err %v; want the index step's answer", winner, ok, err)
+		}
+		select {
+		case <-loserCancelled:
+		case <-time.After(5 * time.Second):
+			t.Fatal("the race's loser was not cancelled")
+		}
+		slot.searchEnded()
+		select {
+		case <-released:
+			t.Fatal("the slot was given back while the race's loser still ran")
+		default:
+		}
+		close(proceed)
+		select {
+		case <-released:
+		case <-time.After(5 * time.Second):
+			t.Fatal("the slot was not given back once the race's loser ended")
+		}
+	})
+}
+
 // On PostgreSQL a search step's SELECT is planned for its own arguments
 // each time (dialect.planPerRun): pgx runs it as an unnamed statement, not
 // one prepared and cached on the connection, for which PostgreSQL may

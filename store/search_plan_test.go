@@ -204,9 +204,9 @@ func TestSearchPlansOnGrownStore(t *testing.T) {
 			}
 		}
 		steps := 0
-		searchStepRan = func(searchStep) { steps++ }
+		setSearchStepRan(func(searchStep) { steps++ })
 		got, err := s.search(ctx, f)
-		searchStepRan = nil
+		setSearchStepRan(nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -245,14 +245,14 @@ func TestSearchPlansOnGrownStore(t *testing.T) {
 			continue
 		}
 		raced := false
-		searchStepRan = func(st searchStep) {
+		setSearchStepRan(func(st searchStep) {
 			raced = raced || st.race
 			if raced && st.walk == 0 && st.ifOverBudget {
 				t.Errorf("%s: the step with every hit ran after the race's index step ran out of the same budget", c.name)
 			}
-		}
+		})
 		got, err := s.search(ctx, c.f)
-		searchStepRan = nil
+		setSearchStepRan(nil)
 		if err != nil {
 			t.Fatalf("%s, budget spent: %v", c.name, err)
 		}
@@ -467,9 +467,9 @@ func TestSearchWindowsOnGrownStore(t *testing.T) {
 		t.Helper()
 		for _, c := range planCases(t) {
 			var steps []searchStep
-			searchStepRan = func(st searchStep) { steps = append(steps, st) }
+			setSearchStepRan(func(st searchStep) { steps = append(steps, st) })
 			got, ok, err := s.searchWindows(ctx, c.f)
-			searchStepRan = nil
+			setSearchStepRan(nil)
 			if err != nil {
 				t.Fatalf("%s, %s: %v", c.name, label, err)
 			}
@@ -506,7 +506,7 @@ func TestSearchWindowsOnGrownStore(t *testing.T) {
 		t.Fatal(err)
 	}
 	steps := 0
-	searchStepRan = func(st searchStep) {
+	setSearchStepRan(func(st searchStep) {
 		steps++
 		// The capped index step that races the windows has the budget of
 		// the step with every hit (searchAllHitsBudget).
@@ -523,9 +523,9 @@ func TestSearchWindowsOnGrownStore(t *testing.T) {
 				t.Errorf("a window of size %d has a budget of %v, want %v", level, st.budget, want)
 			}
 		}
-	}
+	})
 	hits, err := s.search(ctx, SearchFilter{Query: q, Limit: 20})
-	searchStepRan = nil
+	setSearchStepRan(nil)
 	if err != nil || len(hits) != 20 || hits[0].Event.CreatedAt > planNewest {
 		t.Fatalf("widget under other words: %d hits, %v", len(hits), err)
 	}
@@ -575,12 +575,12 @@ func TestSearchParticipantWalksOnGrownStore(t *testing.T) {
 			cases = append(cases, planCase{name: "@acme.agent4, " + name, f: f})
 		}
 		bitmaps := 0
-		searchStepRan = func(st searchStep) {
+		setSearchStepRan(func(st searchStep) {
 			if st.bitmap {
 				bitmaps++
 			}
-		}
-		defer func() { searchStepRan = nil }()
+		})
+		defer func() { setSearchStepRan(nil) }()
 		for _, c := range cases {
 			f := c.f
 			f.Participant = "@plan.a7"

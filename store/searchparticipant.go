@@ -70,7 +70,7 @@ func (s *Store) searchParticipantWalks(ctx context.Context, f SearchFilter) (hit
 			return nil, "", false, nil
 		}
 		st := searchStep{sessions: true, bitmap: n == 0 && s.searchWordsOnly(f.Query), budget: budget}
-		stepRan(st)
+		stepRan(ctx, st)
 		hits, _, err := s.searchStep(ctx, g, st)
 		switch {
 		case err != nil && ctx.Err() == nil && s.d.searchBudgetSpent(err):

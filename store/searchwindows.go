@@ -99,9 +99,9 @@ func (s *Store) searchRace(ctx context.Context, f SearchFilter, other func(conte
 		err       error
 	}
 	answers := make(chan answer, 2)
+	st := searchStep{limit: searchIndexCap, budget: searchAllHitsBudget}
+	stepRan(ctx, st) // here, so that it is seen whichever side wins
 	go func() {
-		st := searchStep{limit: searchIndexCap, budget: searchAllHitsBudget}
-		stepRan(st)
 		hits, candidates, err := s.searchStep(ctx, f, st)
 		switch {
 		case err != nil && ctx.Err() == nil && s.d.searchBudgetSpent(err):
@@ -116,16 +116,36 @@ func (s *Store) searchRace(ctx context.Context, f SearchFilter, other func(conte
 		hits, kind, ok, err := other(ctx)
 		answers <- answer{kind: kind, hits: hits, ok: ok, err: err}
 	}()
-	// The loser is cancelled when the race is decided, and waited for (it
-	// stops at once: its statement is cancelled in the server): its work
-	// does not outlive the search and its slot, nor does it report a step
-	// (stepRan) once the search is over.
+	// The loser is cancelled when the race is decided; it reports no step
+	// after that (stepRan). Its statement is cancelled in the server, and
+	// its connection comes back once the server has confirmed that (a
+	// fork of the postmaster, 10-20 ms on this project's machine,
+	// serverCancel): search does not wait for it. It ends in the
+	// background, and the search's slot is given back once it has
+	// (searchSlot), so that it does not outlive its slot.
 	received := 0
 	defer func() {
+		stepRanMu.Lock()
 		cancel()
-		for ; received < 2; received++ {
-			<-answers
+		stepRanMu.Unlock()
+		if received == 2 {
+			return
 		}
+		drain := func() {
+			for ; received < 2; received++ {
+				<-answers
+			}
+		}
+		slot, ok := ctx.Value(searchSlotKey{}).(*searchSlot)
+		if !ok { // a search without a slot (a test's, calling search)
+			drain()
+			return
+		}
+		slot.stepLeft()
+		go func() {
+			defer slot.stepEnded()
+			drain()
+		}()
 	}()
 	for range 2 {
 		a := <-answers
@@ -183,7 +203,7 @@ func (s *Store) searchWindows(ctx context.Context, f SearchFilter) ([]SearchHit,
 			budget = searchSmallestWindowBudget
 		}
 		st := searchStep{limit: searchWindowCap, budget: budget, key: searchKey(level, top), below: upper}
-		stepRan(st)
+		stepRan(ctx, st)
 		hits, candidates, err := s.searchStep(ctx, g, st)
 		switch {
 		case err != nil && ctx.Err() == nil && s.d.searchBudgetSpent(err), err == nil && candidates > searchWindowCap:
@@ -234,7 +254,7 @@ func (s *Store) searchStretch(ctx context.Context, f SearchFilter, lo, upper int
 		f.Until = upper
 	}
 	for _, st := range []searchStep{{walk: searchWalkLong}, {}} {
-		stepRan(st)
+		stepRan(ctx, st)
 		hits, candidates, err := s.searchStep(ctx, f, st)
 		if err != nil || st.walk == 0 || len(hits) >= f.Limit || candidates < st.walk {
 			return hits, err
