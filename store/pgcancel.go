@@ -40,8 +40,8 @@ const cancelUnconfirmed = "aspd.cancel_unconfirmed"
 //
 // pgx's own CancelRequestContextWatcherHandler stops waiting for the
 // confirmation as soon as the statement ends, then sleeps 100 ms to let the
-// signal land; every cancelled statement cost its caller those 100 ms, and
-// a search race waits for its loser (searchRace).
+// signal land: every cancelled statement cost its caller those 100 ms
+// (BenchmarkCancelledStatement: 108.7 against 12-13 ms here).
 type serverCancel struct {
 	conn *pgconn.PgConn
 
