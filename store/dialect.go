@@ -61,6 +61,10 @@ var (
 	sqliteDialect   = dialect{name: "sqlite", goose: goose.DialectSQLite3, forUpdate: ""}
 )
 
+// contextWatcher is the pool's context watcher for each connection; a
+// benchmark sets pgx's own to compare (BenchmarkCancelledStatement).
+var contextWatcher = func(c *pgconn.PgConn) ctxwatch.Handler { return newServerCancel(c) }
+
 func openPostgres(url string) (*Store, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
@@ -88,7 +92,7 @@ func openPostgres(url string) (*Store, error) {
 	// (searchRace): its backend went on taking a core from the winner and
 	// from the next search. serverCancel (pgcancel.go) says when such a
 	// connection is safe to reuse; one that is not is dropped.
-	cfg.ConnConfig.BuildContextWatcherHandler = func(c *pgconn.PgConn) ctxwatch.Handler { return newServerCancel(c) }
+	cfg.ConnConfig.BuildContextWatcherHandler = contextWatcher
 	cfg.AfterRelease = keepAfterCancel
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	if err != nil {
@@ -366,10 +370,10 @@ func (d dialect) searchSettings(st searchStep) string {
 		return ""
 	}
 	// No parallel workers: a search's race already runs two steps at once
-	// on this project's two cores, and a parallel step that loses it
-	// stops only once its workers have (the index step for a phrase at
-	// ten million events: 40 ms after its cancel, which search waits for,
-	// searchRace).
+	// on this project's two cores (searchRace), and a parallel step that
+	// loses it stops only once its workers have (the index step for a
+	// phrase at ten million events: 40 ms after its cancel, taking the
+	// cores from the next search).
 	q := "SELECT set_config('enable_seqscan', 'off', true), set_config('max_parallel_workers_per_gather', '0', true)"
 	if st.key != 0 {
 		// A window's step is planned for any term and any window

@@ -79,9 +79,9 @@ func (s *Store) Search(ctx context.Context, f SearchFilter) ([]SearchHit, error)
 		case s.searches <- struct{}{}:
 			// The slot is given back once the search and the steps it
 			// cancelled have ended (searchRace's loser).
-			slot := &searchSlot{release: func() { <-s.searches }}
+			slot := newSearchSlot(func() { <-s.searches })
 			ctx = context.WithValue(ctx, searchSlotKey{}, slot)
-			defer slot.searchEnded()
+			defer slot.let()
 		case <-ctx.Done():
 			return nil, s.searchDone(ctx)
 		}
@@ -319,42 +319,36 @@ func (s *Store) SearchAnswers(step string) int64 {
 }
 
 // searchSlot is a search's place among maxConcurrentSearches, given back
-// (release) once the search has returned and every step it cancelled has
-// ended: searchRace does not wait for its loser, which ends in the
-// background within cancelDeadline.
+// (release) once nothing holds it: neither the search (until it returns)
+// nor a step it cancelled (searchRace does not wait for its loser, which
+// ends in the background within cancelDeadline).
 type searchSlot struct {
 	release func()
 
 	mu      sync.Mutex
-	pending int  // cancelled steps still ending; guarded by mu
-	ended   bool // the search has returned; guarded by mu
+	holders int // guarded by mu
 }
 
 // searchSlotKey is the context key of a search's *searchSlot.
 type searchSlotKey struct{}
 
-// stepLeft counts a cancelled step that goes on after the search; the
-// step calls stepEnded when it has ended.
-func (sl *searchSlot) stepLeft() {
+// newSearchSlot is a slot held by its search.
+func newSearchSlot(release func()) *searchSlot {
+	return &searchSlot{release: release, holders: 1}
+}
+
+// hold adds a holder: a cancelled step that goes on after the search.
+func (sl *searchSlot) hold() {
 	sl.mu.Lock()
-	sl.pending++
+	sl.holders++
 	sl.mu.Unlock()
 }
 
-func (sl *searchSlot) stepEnded() {
+// let ends a holder's hold; the last one gives the slot back.
+func (sl *searchSlot) let() {
 	sl.mu.Lock()
-	sl.pending--
-	last := sl.pending == 0 && sl.ended
-	sl.mu.Unlock()
-	if last {
-		sl.release()
-	}
-}
-
-func (sl *searchSlot) searchEnded() {
-	sl.mu.Lock()
-	sl.ended = true
-	last := sl.pending == 0
+	sl.holders--
+	last := sl.holders == 0
 	sl.mu.Unlock()
 	if last {
 		sl.release()

@@ -64,7 +64,7 @@ func TestSearchRaceLoserKeepsTheSlot(t *testing.T) {
 			t.Fatal(err)
 		}
 		released := make(chan struct{})
-		slot := &searchSlot{release: func() { close(released) }}
+		slot := newSearchSlot(func() { close(released) })
 		proceed := make(chan struct{})
 		loserCancelled := make(chan struct{})
 		// The index step (an empty store: no hits, an exact answer) wins;
@@ -100,7 +100,7 @@ func TestSearchRaceLoserKeepsTheSlot(t *testing.T) {
 		case <-time.After(5 * time.Second):
 			t.Fatal("the race's loser was not cancelled")
 		}
-		slot.searchEnded()
+		slot.let() // the search's own hold
 		select {
 		case <-released:
 			t.Fatal("the slot was given back while the race's loser still ran")

@@ -119,8 +119,9 @@ func (s *Store) searchRace(ctx context.Context, f SearchFilter, other func(conte
 	// The loser is cancelled when the race is decided; it reports no step
 	// after that (stepRan). Its statement is cancelled in the server, and
 	// its connection comes back once the server has confirmed that (a
-	// fork of the postmaster, 10-20 ms on this project's machine,
-	// serverCancel): search does not wait for it. It ends in the
+	// fork of the postmaster, about 12 ms on this project's machine:
+	// BenchmarkCancelledStatement, serverCancel): search does not wait
+	// for it. It ends in the
 	// background, and the search's slot is given back once it has
 	// (searchSlot), so that it does not outlive its slot.
 	received := 0
@@ -141,9 +142,9 @@ func (s *Store) searchRace(ctx context.Context, f SearchFilter, other func(conte
 			drain()
 			return
 		}
-		slot.stepLeft()
+		slot.hold()
 		go func() {
-			defer slot.stepEnded()
+			defer slot.let()
 			drain()
 		}()
 	}()
