@@ -77,13 +77,15 @@ func openPostgres(url string) (*Store, error) {
 	// round trip): a connection the server terminated meanwhile
 	// (pg_terminate_backend, a restart) has its FATAL message or end of
 	// stream waiting there, and is dropped rather than handed to a request
-	// that would fail on it; the pool then takes another.
+	// that would fail on it; the pool then takes another. So is one whose
+	// statement was cancelled without the server confirming it
+	// (serverCancel), as a late cancel could still land on it.
 	cfg.AfterConnect = func(_ context.Context, c *pgx.Conn) error {
 		registerArrayCodecs(c) // pgarrays.go
 		return nil
 	}
 	cfg.PrepareConn = func(_ context.Context, c *pgx.Conn) (bool, error) {
-		return !connClosedByPeer(c.PgConn().Conn()), nil
+		return !connClosedByPeer(c.PgConn().Conn()) && !cancelUnconfirmedOn(c), nil
 	}
 	// A statement whose context ends is cancelled in the server too.
 	// pgx's default only sets a deadline on the socket: its backend ran
@@ -91,9 +93,11 @@ func openPostgres(url string) (*Store, error) {
 	// nothing until then. A search races two steps and cancels the loser
 	// (searchRace): its backend went on taking a core from the winner and
 	// from the next search. serverCancel (pgcancel.go) says when such a
-	// connection is safe to reuse; one that is not is dropped.
+	// connection is safe to reuse; one that is not is dropped when it is
+	// next taken (PrepareConn, above). Not on release (AfterRelease):
+	// pgxpool runs that hook in a goroutine of its own for every
+	// connection given back, the message path's included.
 	cfg.ConnConfig.BuildContextWatcherHandler = contextWatcher
-	cfg.AfterRelease = keepAfterCancel
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	if err != nil {
 		return nil, fmt.Errorf("store: open postgres: %w", err)

@@ -17,8 +17,8 @@ const cancelDeadline = 500 * time.Millisecond
 
 // cancelUnconfirmed is the key of serverCancel's mark in a connection's
 // CustomData: a cancel request went out and the server never confirmed it.
-// The pool drops such a connection when it is given back (openPostgres's
-// AfterRelease).
+// The pool drops such a connection when it is next taken (openPostgres's
+// PrepareConn).
 const cancelUnconfirmed = "aspd.cancel_unconfirmed"
 
 // serverCancel is the pool's context watcher (pgconn's ctxwatch.Handler):
@@ -91,6 +91,7 @@ func (h *serverCancel) HandleUnwatchAfterCancel() {
 	h.conn.Conn().SetDeadline(time.Time{}) //nolint:errcheck // see HandleCancel
 }
 
-// keepAfterCancel is the pool's AfterRelease: a connection whose cancel
-// request was never confirmed is dropped, not reused (serverCancel).
-func keepAfterCancel(c *pgx.Conn) bool { return c.PgConn().CustomData()[cancelUnconfirmed] == nil }
+// cancelUnconfirmedOn reports whether c's last cancel request was never
+// confirmed (serverCancel): the pool drops such a connection rather than
+// reuse it.
+func cancelUnconfirmedOn(c *pgx.Conn) bool { return c.PgConn().CustomData()[cancelUnconfirmed] != nil }
