@@ -562,11 +562,19 @@ func (n *Node) listener() {
 		<-n.stop
 		cancel()
 	}()
-	backoff := 100 * time.Millisecond
+	const firstBackoff, maxBackoff = 100 * time.Millisecond, 5 * time.Second
+	backoff := firstBackoff
 	for ctx.Err() == nil {
+		began := time.Now()
 		err := n.bus.listen(ctx, n.subscribed, n.received)
 		if ctx.Err() != nil {
 			return
+		}
+		// A subscription that held for a while ends an outage: the next
+		// loss, maybe weeks later, starts again from the first backoff
+		// rather than from where this outage left it.
+		if time.Since(began) >= 2*maxBackoff {
+			backoff = firstBackoff
 		}
 		n.log.Error("cluster listener lost its subscription; subscribing again", "bus", n.bus.name(), "err", err, "backoff", backoff)
 		select {
@@ -574,7 +582,7 @@ func (n *Node) listener() {
 			return
 		case <-time.After(backoff):
 		}
-		backoff = min(2*backoff, 5*time.Second)
+		backoff = min(2*backoff, maxBackoff)
 	}
 }
 
