@@ -5,7 +5,7 @@
 # scenario stops by itself (see the flags), the whole run takes 3-5 minutes.
 #
 #   bench/run.sh            # all scenarios
-#   bench/run.sh chat       # one of: chat chat-rate fanout replay idle pgbench purge purge-sqlite
+#   bench/run.sh chat       # one of: chat chat-rate fanout replay idle pgbench pgbench-rate purge purge-sqlite
 #   bench/run.sh chat-2nodes chat-rate-2nodes   # two aspd nodes on one database (docs/cluster.md)
 #   ASPD_FLAGS="--group-commit=false" bench/run.sh chat-rate   # compare aspd settings
 #   ASPD_BENCH_ADDR=127.0.0.1:8190 ASPD_BENCH_DB=aspd_bench_me bench/run.sh chat   # beside another run
@@ -65,6 +65,15 @@ bench2() { # agents round-robin over both nodes; --pid reports the first node's 
 # syscw: aspd's write system calls so far (/proc/PID/io): to its clients'
 # sockets, to the database and to its log.
 syscw() { awk '/^syscw:/ {print $2}' "/proc/$PID/io" 2>/dev/null || echo 0; }
+# cpu_ticks / cpu_busy: how busy the whole machine was (every core, every
+# process) between two points, from /proc/stat.
+cpu_ticks() { awk '/^cpu / {print $2+$3+$4+$7+$8+$9, $5+$6}' /proc/stat; }
+cpu_busy() {
+	local b0 i0 b1 i1
+	read -r b0 i0 <<<"$1"
+	read -r b1 i1 <<<"$(cpu_ticks)"
+	awk -v b="$((b1 - b0))" -v i="$((i1 - i0))" 'BEGIN {printf "machine busy: %.0f%% of its cores\n", 100 * b / (b + i)}'
+}
 bench() {
 	local w0; w0=$(syscw)
 	"$ASPBENCH" --server "http://$ADDR" --pid "$PID" "$@"
@@ -115,7 +124,21 @@ run() {
 		stop_aspd
 		psql "$PG/postgres" -qc "DROP DATABASE IF EXISTS $DB" -c "CREATE DATABASE $DB" >/dev/null
 		psql "$PG/$DB" -q -f bench/pgbench-setup.sql
-		pgbench -n -c 32 -j 2 -T 10 -f bench/pgbench-insert.sql "$PG/$DB" ;;
+		local busy0; busy0=$(cpu_ticks)
+		pgbench -n -c 32 -j 2 -T 10 -f bench/pgbench-insert.sql "$PG/$DB"
+		cpu_busy "$busy0" ;;
+	pgbench-rate) # PostgreSQL alone at chat-rate's 2,000 commits/s: its own latency tail
+		stop_aspd
+		psql "$PG/postgres" -qc "DROP DATABASE IF EXISTS $DB" -c "CREATE DATABASE $DB" >/dev/null
+		psql "$PG/$DB" -q -f bench/pgbench-setup.sql
+		rm -rf "$OUT/pgbench-log"; mkdir -p "$OUT/pgbench-log"
+		(cd "$OUT/pgbench-log" && pgbench -n -c 8 -j 2 -R 2000 -T 10 -l -f "$OLDPWD/bench/pgbench-insert.sql" "$PG/$DB") | grep -E '^(tps|latency)'
+		# pgbench's per-transaction log: the third field is the latency in
+		# µs (from the scheduled start, as -R measures), the fifth the second.
+		cat "$OUT"/pgbench-log/pgbench_log.* | awk '{print $3 / 1000}' | sort -n |
+			awk '{a[NR] = $1} END {printf "commit latency (ms): n %d p50 %.3f p99 %.3f p99.9 %.3f max %.3f\n", NR, a[int(NR*0.5)], a[int(NR*0.99)], a[int(NR*0.999)], a[NR]}'
+		cat "$OUT"/pgbench-log/pgbench_log.* | awk 'NR == 1 || $5 < t0 {t0 = $5} $3 > 10000 {n[$5]++; if ($3 > m[$5]) m[$5] = $3}
+			END {for (s in n) printf "  second %2d: %d commits over 10 ms, the longest %.1f ms\n", s - t0, n[s], m[s] / 1000}' | sort -n -k2 ;;
 	*) echo "unknown scenario $1" >&2; exit 2 ;;
 	esac
 }

@@ -326,6 +326,7 @@ type result struct {
 	Correctness  Correctness               `json:"correctness"`
 	Errors       ErrorsReport              `json:"errors"`
 	Server       *serverProc               `json:"server_process"`
+	MachineCPU   *MachineCPU               `json:"machine_cpu"`
 }
 
 // bench runs aspbench with --json and returns the exit code and document.
@@ -458,6 +459,12 @@ func TestEndToEnd(t *testing.T) {
 		}
 		if r.Server == nil || r.Server.Before == nil || r.Server.After == nil || r.Server.After.OpenFiles < 50 {
 			t.Errorf("server process %+v", r.Server)
+		}
+		// The whole machine is at least as busy as the server (within the
+		// 10 ms ticks of /proc), and no busier than its cores.
+		if m := r.MachineCPU; m == nil || m.BusyCores <= 0 || m.BusyCores > float64(r.Machine.Cores)+0.1 ||
+			r.Server != nil && m.BusyCores+0.1 < r.Server.CPUCores || m.OtherCores < 0 {
+			t.Errorf("machine cpu %+v (server %+v, %d cores)", r.MachineCPU, r.Server, r.Machine.Cores)
 		}
 		if r.Latency["handshake"].Count != 50 {
 			t.Errorf("handshake %+v", r.Latency["handshake"])

@@ -450,10 +450,53 @@ type serverProc struct {
 	CPUCores      float64     `json:"cpu_cores"` // CPU seconds per wall second between the readings
 }
 
-// serverSample reads the server process (with --pid) and this process as
-// "before" or "after" the measurement.
+// machineCPU is the whole machine's CPU time (every core, every process)
+// from /proc/stat's first line, in seconds: busy and idle (iowait counts
+// as idle).
+func machineCPU() (busy, idle float64, err error) {
+	stat, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, 0, err
+	}
+	line, _, _ := strings.Cut(string(stat), "\n")
+	f := strings.Fields(line)
+	if len(f) < 9 || f[0] != "cpu" {
+		return 0, 0, fmt.Errorf("/proc/stat: unexpected first line %q", line)
+	}
+	var t [8]float64 // user nice system idle iowait irq softirq steal
+	for i := range t {
+		n, err := strconv.ParseInt(f[i+1], 10, 64)
+		if err != nil {
+			return 0, 0, fmt.Errorf("/proc/stat: %w", err)
+		}
+		t[i] = float64(n) / clockTicks
+	}
+	return t[0] + t[1] + t[2] + t[5] + t[6] + t[7], t[3] + t[4], nil
+}
+
+// MachineCPU is how busy the whole machine was between the readings of
+// the server process: on a shared machine, the busy cores that are
+// neither the server's nor the load generator's are the rest of the
+// system under test (its database, on one machine).
+type MachineCPU struct {
+	BusyCores  float64 `json:"busy_cores"`  // CPU seconds per wall second, every process
+	OtherCores float64 `json:"other_cores"` // busy_cores less the server's and this process's
+	busy, idle float64
+	at         float64
+}
+
+// serverSample reads the server process (with --pid), this process and
+// the machine as "before" or "after" the measurement.
 func (b *bench) serverSample(which string) {
 	at := round3(b.now().Seconds())
+	if busy, idle, err := machineCPU(); err == nil {
+		switch {
+		case which == "before":
+			b.rep.MachineCPU = &MachineCPU{busy: busy, idle: idle, at: at}
+		case b.rep.MachineCPU != nil:
+			defer b.rep.MachineCPU.finish(busy, at, b.rep.ServerProcess, b.rep.LoadGenerator)
+		}
+	}
 	if s, err := readProc(os.Getpid()); err == nil {
 		s.AtS = at
 		if b.rep.LoadGenerator == nil {
@@ -474,6 +517,23 @@ func (b *bench) serverSample(which string) {
 		b.rep.ServerProcess = &serverProc{PID: b.o.pid}
 	}
 	b.rep.ServerProcess.add(which, s)
+}
+
+// finish sets the busy cores from the "after" reading; it runs once the
+// processes' own "after" readings are in.
+func (m *MachineCPU) finish(busy, at float64, procs ...*serverProc) {
+	wall := at - m.at
+	if wall <= 0 {
+		return
+	}
+	m.BusyCores = round3((busy - m.busy) / wall)
+	other := m.BusyCores
+	for _, p := range procs {
+		if p != nil && p.After != nil {
+			other -= p.CPUCores
+		}
+	}
+	m.OtherCores = round3(max(other, 0))
 }
 
 func (sp *serverProc) add(which string, s procSample) {
@@ -561,6 +621,7 @@ type Report struct {
 	Latency       *ordered     `json:"latency_ms"`
 	ServerProcess *serverProc  `json:"server_process,omitempty"`
 	LoadGenerator *serverProc  `json:"load_generator_process,omitempty"`
+	MachineCPU    *MachineCPU  `json:"machine_cpu,omitempty"`
 	Metrics       *ordered     `json:"metrics,omitempty"`
 	Correctness   Correctness  `json:"correctness"`
 	Errors        ErrorsReport `json:"errors"`
@@ -665,6 +726,10 @@ func writeTable(w io.Writer, r *Report) {
 	if sp := r.LoadGenerator; sp != nil && sp.Before != nil && sp.After != nil {
 		fmt.Fprintf(w, "load generator (this process): rss %s, cpu %.2fs (%.2f cores) over the same interval\n",
 			mib(sp.After.RSSBytes), sp.CPUSeconds, sp.CPUCores)
+	}
+	if m := r.MachineCPU; m != nil && m.BusyCores > 0 {
+		fmt.Fprintf(w, "machine: %.2f of %d cores busy over the same interval, %.2f of them neither the server's nor the load generator's (the database's, on one machine)\n",
+			m.BusyCores, r.Machine.Cores, m.OtherCores)
 	}
 	if r.Metrics != nil {
 		fmt.Fprintln(w)
