@@ -8,6 +8,7 @@
 #   bench/run.sh chat       # one of: chat chat-rate fanout replay idle pgbench pgbench-rate purge purge-sqlite
 #   bench/run.sh chat-2nodes chat-rate-2nodes   # two aspd nodes on one database (docs/cluster.md)
 #   ASPD_FLAGS="--group-commit=false" bench/run.sh chat-rate   # compare aspd settings
+#   ASPD_ENV="GOGC=400" bench/run.sh chat-rate   # aspd's environment alone (not aspbench's)
 #   ASPD_BENCH_ADDR=127.0.0.1:8190 ASPD_BENCH_DB=aspd_bench_me bench/run.sh chat   # beside another run
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -33,7 +34,7 @@ start_aspd() {
 		echo "another aspd already answers on $ADDR: set ASPD_BENCH_ADDR (and ASPD_BENCH_DB)" >&2; exit 1
 	fi
 	psql "$PG/postgres" -qc "DROP DATABASE IF EXISTS $DB" -c "CREATE DATABASE $DB" >/dev/null
-	ASPD_ADMIN_TOKEN=$ASPBENCH_ADMIN_TOKEN "$OUT/aspd" --database-url "$PG/$DB?sslmode=disable" \
+	ASPD_ADMIN_TOKEN=$ASPBENCH_ADMIN_TOKEN env ${ASPD_ENV:-} "$OUT/aspd" --database-url "$PG/$DB?sslmode=disable" \
 		--listen "$ADDR" --data-dir "$OUT/data" ${ASPD_FLAGS:-} >"$OUT/aspd.log" 2>&1 &
 	PID=$!
 	for _ in $(seq 50); do curl -fs "http://$ADDR/readyz" >/dev/null && return; sleep 0.1; done
@@ -48,7 +49,7 @@ trap stop_aspd EXIT
 ADDR2=${ASPD_BENCH_ADDR2:-127.0.0.1:8091}
 start_cluster() {
 	start_aspd
-	ASPD_ADMIN_TOKEN=$ASPBENCH_ADMIN_TOKEN "$OUT/aspd" --database-url "$PG/$DB?sslmode=disable" \
+	ASPD_ADMIN_TOKEN=$ASPBENCH_ADMIN_TOKEN env ${ASPD_ENV:-} "$OUT/aspd" --database-url "$PG/$DB?sslmode=disable" \
 		--listen "$ADDR2" --data-dir "$OUT/data2" ${ASPD_FLAGS:-} >"$OUT/aspd2.log" 2>&1 &
 	PID2=$!
 	for _ in $(seq 50); do curl -fs "http://$ADDR2/readyz" >/dev/null && return; sleep 0.1; done
@@ -115,7 +116,7 @@ run() {
 		purge_under_load psql "$PG/$DB" -q -v events=100000 -f bench/purge-seed.sql ;;
 	purge-sqlite) # the same on the embedded store, whose one writer a purge shares with every send
 		stop_aspd; rm -rf "$OUT/data-sqlite"
-		ASPD_ADMIN_TOKEN=$ASPBENCH_ADMIN_TOKEN "$OUT/aspd" --data-dir "$OUT/data-sqlite" --listen "$ADDR" \
+		ASPD_ADMIN_TOKEN=$ASPBENCH_ADMIN_TOKEN env ${ASPD_ENV:-} "$OUT/aspd" --data-dir "$OUT/data-sqlite" --listen "$ADDR" \
 			--retention-closed-sessions 1h --retention-interval 1s ${ASPD_FLAGS:-} >"$OUT/aspd.log" 2>&1 &
 		PID=$!
 		for _ in $(seq 50); do curl -fs "http://$ADDR/readyz" >/dev/null && break; sleep 0.1; done

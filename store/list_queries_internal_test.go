@@ -37,11 +37,7 @@ func (c *countingQuerier) ExecContext(ctx context.Context, query string, args ..
 func TestListSessionsQueriesDoNotGrowWithThePage(t *testing.T) {
 	dbtest.ForEach(t, func(t *testing.T, url string) {
 		ctx := context.Background()
-		s, err := Open(ctx, url)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer s.Close()
+		s := openStore(t, url)
 		a, v, w := "@q.a", "@q.v", "@q.w"
 		for _, h := range []string{a, v, w} {
 			if err := s.CreateAgent(ctx, NewAgent{Handle: h, InboundPolicy: protocol.PolicyOpen, TokenHash: []byte(h)}); err != nil {

@@ -23,11 +23,7 @@ func TestLikeEscape(t *testing.T) {
 func TestCandidatesAreExactlyTheVisibleEvents(t *testing.T) {
 	dbtest.ForEach(t, func(t *testing.T, url string) {
 		ctx := context.Background()
-		s, err := Open(ctx, url)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer s.Close()
+		s := openStore(t, url)
 		a, v, w := "@x.a", "@x_y.v_", "@x-y.v-"
 		for _, h := range []string{a, v, w} {
 			if err := s.CreateAgent(ctx, NewAgent{Handle: h, InboundPolicy: protocol.PolicyOpen, TokenHash: []byte(h)}); err != nil {

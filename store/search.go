@@ -324,9 +324,7 @@ func (s *Store) SearchAnswers(step string) int64 {
 // ends in the background within cancelDeadline).
 type searchSlot struct {
 	release func()
-
-	mu      sync.Mutex
-	holders int // guarded by mu
+	holders atomic.Int32
 }
 
 // searchSlotKey is the context key of a search's *searchSlot.
@@ -334,23 +332,18 @@ type searchSlotKey struct{}
 
 // newSearchSlot is a slot held by its search.
 func newSearchSlot(release func()) *searchSlot {
-	return &searchSlot{release: release, holders: 1}
+	sl := &searchSlot{release: release}
+	sl.holders.Store(1)
+	return sl
 }
 
-// hold adds a holder: a cancelled step that goes on after the search.
-func (sl *searchSlot) hold() {
-	sl.mu.Lock()
-	sl.holders++
-	sl.mu.Unlock()
-}
+// hold adds a holder: a cancelled step that goes on after the search. It
+// is called by a holder (the search), so the count is never zero here.
+func (sl *searchSlot) hold() { sl.holders.Add(1) }
 
 // let ends a holder's hold; the last one gives the slot back.
 func (sl *searchSlot) let() {
-	sl.mu.Lock()
-	sl.holders--
-	last := sl.holders == 0
-	sl.mu.Unlock()
-	if last {
+	if sl.holders.Add(-1) == 0 {
 		sl.release()
 	}
 }

@@ -18,11 +18,7 @@ import (
 // that hold the slots; once a slot is free, searching works.
 func TestSearchSlotsAndTimeBound(t *testing.T) {
 	dbtest.ForEach(t, func(t *testing.T, url string) {
-		s, err := Open(context.Background(), url)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer s.Close()
+		s := openStore(t, url)
 		q, err := search.Parse("anything")
 		if err != nil {
 			t.Fatal(err)
@@ -54,11 +50,7 @@ func TestSearchSlotsAndTimeBound(t *testing.T) {
 func TestSearchRaceLoserKeepsTheSlot(t *testing.T) {
 	dbtest.ForEach(t, func(t *testing.T, url string) {
 		ctx := context.Background()
-		s, err := Open(ctx, url)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer s.Close()
+		s := openStore(t, url)
 		q, err := search.Parse("anything")
 		if err != nil {
 			t.Fatal(err)

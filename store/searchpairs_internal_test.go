@@ -50,11 +50,7 @@ func TestWordPairsMatchTheIndexFunction(t *testing.T) {
 func TestSearchWordPairs(t *testing.T) {
 	dbtest.ForEach(t, func(t *testing.T, url string) {
 		ctx := context.Background()
-		s, err := Open(ctx, url)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer s.Close()
+		s := openStore(t, url)
 		texts := map[string]string{
 			"p1":  "Deploy the widget release tonight",
 			"p2":  "the miniwidget released today",

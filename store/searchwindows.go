@@ -119,11 +119,10 @@ func (s *Store) searchRace(ctx context.Context, f SearchFilter, other func(conte
 	// The loser is cancelled when the race is decided; it reports no step
 	// after that (stepRan). Its statement is cancelled in the server, and
 	// its connection comes back once the server has confirmed that (a
-	// fork of the postmaster, about 12 ms on this project's machine:
-	// BenchmarkCancelledStatement, serverCancel): search does not wait
-	// for it. It ends in the
-	// background, and the search's slot is given back once it has
-	// (searchSlot), so that it does not outlive its slot.
+	// fork of the postmaster, 1-13 ms on the machines measured:
+	// BenchmarkCancelledStatement, serverCancel). search does not wait
+	// for it: it ends in the background, and the search's slot is given
+	// back once it has (searchSlot), so that it does not outlive its slot.
 	received := 0
 	defer func() {
 		stepRanMu.Lock()

@@ -450,28 +450,28 @@ type serverProc struct {
 	CPUCores      float64     `json:"cpu_cores"` // CPU seconds per wall second between the readings
 }
 
-// machineCPU is the whole machine's CPU time (every core, every process)
-// from /proc/stat's first line, in seconds: busy and idle (iowait counts
-// as idle).
-func machineCPU() (busy, idle float64, err error) {
+// machineBusy is the whole machine's busy CPU time (every core, every
+// process) from /proc/stat's first line, in seconds: user, nice, system,
+// irq, softirq and steal (idle and iowait are not busy).
+func machineBusy() (float64, error) {
 	stat, err := os.ReadFile("/proc/stat")
 	if err != nil {
-		return 0, 0, err
+		return 0, err
 	}
 	line, _, _ := strings.Cut(string(stat), "\n")
 	f := strings.Fields(line)
 	if len(f) < 9 || f[0] != "cpu" {
-		return 0, 0, fmt.Errorf("/proc/stat: unexpected first line %q", line)
+		return 0, fmt.Errorf("/proc/stat: unexpected first line %q", line)
 	}
-	var t [8]float64 // user nice system idle iowait irq softirq steal
-	for i := range t {
-		n, err := strconv.ParseInt(f[i+1], 10, 64)
+	var busy int64
+	for _, i := range []int{1, 2, 3, 6, 7, 8} {
+		n, err := strconv.ParseInt(f[i], 10, 64)
 		if err != nil {
-			return 0, 0, fmt.Errorf("/proc/stat: %w", err)
+			return 0, fmt.Errorf("/proc/stat: %w", err)
 		}
-		t[i] = float64(n) / clockTicks
+		busy += n
 	}
-	return t[0] + t[1] + t[2] + t[5] + t[6] + t[7], t[3] + t[4], nil
+	return float64(busy) / clockTicks, nil
 }
 
 // MachineCPU is how busy the whole machine was between the readings of
@@ -481,18 +481,17 @@ func machineCPU() (busy, idle float64, err error) {
 type MachineCPU struct {
 	BusyCores  float64 `json:"busy_cores"`  // CPU seconds per wall second, every process
 	OtherCores float64 `json:"other_cores"` // busy_cores less the server's and this process's
-	busy, idle float64
-	at         float64
+	busy, at   float64 // the "before" reading
 }
 
 // serverSample reads the server process (with --pid), this process and
 // the machine as "before" or "after" the measurement.
 func (b *bench) serverSample(which string) {
 	at := round3(b.now().Seconds())
-	if busy, idle, err := machineCPU(); err == nil {
+	if busy, err := machineBusy(); err == nil {
 		switch {
 		case which == "before":
-			b.rep.MachineCPU = &MachineCPU{busy: busy, idle: idle, at: at}
+			b.rep.MachineCPU = &MachineCPU{busy: busy, at: at}
 		case b.rep.MachineCPU != nil:
 			defer b.rep.MachineCPU.finish(busy, at, b.rep.ServerProcess, b.rep.LoadGenerator)
 		}

@@ -562,28 +562,44 @@ func (n *Node) listener() {
 		<-n.stop
 		cancel()
 	}()
-	const firstBackoff, maxBackoff = 100 * time.Millisecond, 5 * time.Second
-	backoff := firstBackoff
+	var b listenBackoff
 	for ctx.Err() == nil {
 		began := time.Now()
 		err := n.bus.listen(ctx, n.subscribed, n.received)
 		if ctx.Err() != nil {
 			return
 		}
-		// A subscription that held for a while ends an outage: the next
-		// loss, maybe weeks later, starts again from the first backoff
-		// rather than from where this outage left it.
-		if time.Since(began) >= 2*maxBackoff {
-			backoff = firstBackoff
-		}
-		n.log.Error("cluster listener lost its subscription; subscribing again", "bus", n.bus.name(), "err", err, "backoff", backoff)
+		wait := b.after(time.Since(began))
+		n.log.Error("cluster listener lost its subscription; subscribing again", "bus", n.bus.name(), "err", err, "backoff", wait)
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(backoff):
+		case <-time.After(wait):
 		}
-		backoff = min(2*backoff, maxBackoff)
 	}
+}
+
+// The listener's backoff: 100 ms after a lost subscription, doubled after
+// each further loss up to 5 s.
+const (
+	listenFirstBackoff = 100 * time.Millisecond
+	listenMaxBackoff   = 5 * time.Second
+)
+
+// listenBackoff is the wait before the listener subscribes again.
+type listenBackoff struct{ next time.Duration }
+
+// after returns the wait after a subscription that held for held. One that
+// held a while (twice the longest wait) ends an outage: the next loss,
+// maybe weeks later, starts again from the first wait rather than from
+// where the last outage left it.
+func (b *listenBackoff) after(held time.Duration) time.Duration {
+	if b.next == 0 || held >= 2*listenMaxBackoff {
+		b.next = listenFirstBackoff
+	}
+	wait := b.next
+	b.next = min(2*b.next, listenMaxBackoff)
+	return wait
 }
 
 // subscribed is called by the bus each time it (re)subscribes.

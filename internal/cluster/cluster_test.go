@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aspd/aspd/store"
 )
@@ -106,5 +107,27 @@ func TestRedactURL(t *testing.T) {
 	got := redactURL("nats://aspd:s3cret@a:4222, nats://tok3n@b:4222,nats://c:4222")
 	if strings.Contains(got, "s3cret") || strings.Contains(got, "tok3n") || !strings.Contains(got, "nats://c:4222") || strings.Count(got, "xxxxx") != 2 {
 		t.Fatalf("redactURL = %q", got)
+	}
+}
+
+// The listener's backoff doubles on quick losses up to its cap, and starts
+// again from the first wait after a subscription that held.
+func TestListenBackoff(t *testing.T) {
+	var b listenBackoff
+	var got []time.Duration
+	for range 8 {
+		got = append(got, b.after(time.Millisecond))
+	}
+	want := []time.Duration{100, 200, 400, 800, 1600, 3200, 5000, 5000}
+	for i := range want {
+		if got[i] != want[i]*time.Millisecond {
+			t.Fatalf("waits after quick losses: %v, want %v ms", got, want)
+		}
+	}
+	if w := b.after(2 * listenMaxBackoff); w != listenFirstBackoff {
+		t.Fatalf("after a subscription that held %v: wait %v, want %v", 2*listenMaxBackoff, w, listenFirstBackoff)
+	}
+	if w := b.after(time.Millisecond); w != 2*listenFirstBackoff {
+		t.Fatalf("the next quick loss: wait %v, want %v", w, 2*listenFirstBackoff)
 	}
 }
