@@ -53,8 +53,14 @@ type Conn struct {
 	dirty    map[string]announce  // session -> what was announced and not yet pulled
 	pos      map[string]*position // session -> what was written and what the peer confirmed
 	posDirty map[string]bool      // sessions whose confirmed position moved since the last cursor flush
-	replayed bool                 // the initial replay is done; lag limits apply from then on
-	acking   bool                 // the peer sent an ack: from now on only acks confirm (see Ack)
+	// placing: sessions announced to this connection whose position it has
+	// not set up yet (the writer reads the agent's cursor there first). While
+	// a session is in it, the agent's durable cursor there stays put: a
+	// sibling connection's confirmation moving it would make this writer
+	// start past events it was announced and never wrote. nil until used.
+	placing  map[string]struct{}
+	replayed bool // the initial replay is done; lag limits apply from then on
+	acking   bool // the peer sent an ack: from now on only acks confirm (see Ack)
 
 	// Confirmation pings (see requestConfirmLocked): at most one scheduled or
 	// in flight per connection, at most one per ConfirmInterval.
@@ -154,13 +160,28 @@ func (c *Conn) takeDirtyPositions(into map[string]bool) {
 	c.mu.Unlock()
 }
 
-// position returns the connection's confirmed position in a session.
-func (c *Conn) position(sessionID string) (int64, bool) {
+// position returns the connection's confirmed position in a session;
+// placing reports a session announced to it whose position is not set up
+// yet, which holds the agent's cursor there (see Conn.placing).
+func (c *Conn) position(sessionID string) (confirmed int64, ok, placing bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if _, placing = c.placing[sessionID]; placing {
+		return 0, false, true
+	}
 	p, ok := c.pos[sessionID]
 	if !ok {
-		return 0, false
+		return 0, false, false
 	}
-	return p.confirmed, true
+	return p.confirmed, true, false
+}
+
+// placedLocked records that the connection's position in a session is set
+// up (or that it has none there) and marks it for the next cursor flush,
+// which the placing held back. Called with c.mu held.
+func (c *Conn) placedLocked(sessionID string) {
+	if _, ok := c.placing[sessionID]; ok {
+		delete(c.placing, sessionID)
+		c.posDirty[sessionID] = true
+	}
 }

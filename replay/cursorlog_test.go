@@ -43,7 +43,7 @@ func TestCursorFlushFailureLoggedOnce(t *testing.T) {
 	h := New(cfg, st, nil, slog.New(slog.NewTextHandler(logs, nil)))
 	t.Cleanup(h.Close)
 	c := attachStart(t, h, "@a.b", newTestTransport())
-	waitFor(t, "the confirmation", func() bool { p, _ := c.position("sess_1"); return p == 1 })
+	waitFor(t, "the confirmation", func() bool { p, _, _ := c.position("sess_1"); return p == 1 })
 
 	st.mu.Lock()
 	st.failSave = true

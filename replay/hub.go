@@ -344,24 +344,32 @@ type floor struct {
 
 // collectCursors computes the agent's advanced cursors: per session, the
 // lowest position among its live connections and its floors. A floor is
-// dropped once a connection opened after it has reached it. Called with
-// h.mu held.
+// dropped once a connection opened after it has reached it. A session that
+// one of the connections is still placing (Conn.placing) is left out: its
+// cursor waits for that connection. Called with h.mu held.
 func collectCursors(handle string, conns map[*Conn]struct{}, floors map[string]floor) []visibility.Cursor {
 	dirty := map[string]bool{}
 	for c := range conns {
 		c.takeDirtyPositions(dirty)
 	}
 	out := make([]visibility.Cursor, 0, len(dirty))
+sessions:
 	for sid := range dirty {
 		low := int64(-1)
 		for c := range conns {
-			if p, ok := c.position(sid); ok && (low < 0 || p < low) {
+			p, ok, placing := c.position(sid)
+			if placing {
+				// Held until that connection has set up its position
+				// there; it marks the session for the next flush then.
+				continue sessions
+			}
+			if ok && (low < 0 || p < low) {
 				low = p
 			}
 		}
 		if f, ok := floors[sid]; ok {
 			for c := range conns {
-				if p, ok := c.position(sid); ok && c.opened.After(f.at) && p >= f.seq {
+				if p, ok, _ := c.position(sid); ok && c.opened.After(f.at) && p >= f.seq {
 					delete(floors, sid) // a later connection caught up
 					break
 				}

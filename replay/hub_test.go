@@ -32,6 +32,9 @@ type logStore struct {
 	saves     [][]visibility.Cursor      // every SaveCursors batch
 	failSave  bool
 	viewReads atomic.Int64
+	// onCursor, when set, runs before every Cursor read, without s.mu; an
+	// error it returns is the read's.
+	onCursor func(h, sid string) error
 }
 
 func newLogStore() *logStore {
@@ -101,6 +104,11 @@ func (s *logStore) View(_ context.Context, sid, h string) (visibility.View, erro
 }
 
 func (s *logStore) Cursor(_ context.Context, h, sid string) (int64, error) {
+	if s.onCursor != nil {
+		if err := s.onCursor(h, sid); err != nil {
+			return 0, err
+		}
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.cursors[h+"/"+sid], nil
@@ -456,12 +464,12 @@ func TestFloorOfDroppedConnection(t *testing.T) {
 	autoPong(t, tr1, context.DeadlineExceeded) // c1's peer never confirms
 	autoPong(t, tr2, nil)
 	waitFor(t, "both replays", func() bool { return tr1.count() == 10 && tr2.count() == 10 })
-	waitFor(t, "c2 to confirm", func() bool { p, _ := c2.position("sess_1"); return p == 10 })
+	waitFor(t, "c2 to confirm", func() bool { p, _, _ := c2.position("sess_1"); return p == 10 })
 	c1.Close(CloseGoingAway, "dropped")
 	c1.Finish()
 
 	h.Publish(messages(st, "sess_1", 2))
-	waitFor(t, "c2 to confirm the live events", func() bool { p, _ := c2.position("sess_1"); return p == 12 })
+	waitFor(t, "c2 to confirm the live events", func() bool { p, _, _ := c2.position("sess_1"); return p == 12 })
 	h.flushCursors()
 	if got := st.cursor("@a.b", "sess_1"); got != 0 {
 		t.Fatalf("cursor %d while the dropped connection's floor is 0", got)
@@ -500,7 +508,7 @@ func TestCursorFlushBatching(t *testing.T) {
 	tr := newTestTransport()
 	c := attachStart(t, h, "@a.b", tr)
 	confirmed := func(sid string, want int64) func() bool {
-		return func() bool { p, _ := c.position(sid); return p == want }
+		return func() bool { p, _, _ := c.position(sid); return p == want }
 	}
 	for _, sid := range []string{"sess_1", "sess_2", "sess_3"} {
 		waitFor(t, "confirmation of "+sid, confirmed(sid, 2))
@@ -762,4 +770,108 @@ func TestBatchLeavesInOneFlush(t *testing.T) {
 			c.Finish()
 		})
 	}
+}
+
+// TestSiblingCannotSkipANewSession: an agent with two connections is
+// invited to a new session. One connection's writer is slow to read the
+// agent's cursor there; meanwhile the other writes the event, its peer
+// confirms it, and cursors are flushed. The slow connection must still
+// deliver the event: a sibling's confirmation may not move the agent's
+// cursor past what a connection that was already announced the session has
+// not placed yet (it would read the moved cursor and skip the event). Once
+// it has, the cursor moves.
+func TestSiblingCannotSkipANewSession(t *testing.T) {
+	st := newLogStore()
+	h := hubWith(t, st, nil, nil)
+	t1, t2 := newTestTransport(), newTestTransport()
+	c1, c2 := attachReplayed(t, h, "@b", t1), attachReplayed(t, h, "@b", t2)
+
+	// The first writer to read the cursor waits until a flush saved the
+	// sibling's confirmation, or 300 ms (the hold keeps the flush back).
+	var first atomic.Bool
+	st.onCursor = func(_, _ string) error {
+		if first.CompareAndSwap(false, true) {
+			deadline := time.Now().Add(300 * time.Millisecond)
+			for time.Now().Before(deadline) && st.cursor("@b", "s") == 0 {
+				time.Sleep(time.Millisecond)
+			}
+		}
+		return nil
+	}
+	inviteB(st, h)
+	for i, tr := range []*testTransport{t1, t2} {
+		waitFor(t, fmt.Sprintf("connection %d has the invitation", i+1), func() bool { return tr.count() == 1 })
+	}
+	waitFor(t, "the cursor to follow both connections", func() bool { return st.cursor("@b", "s") == 1 })
+	for _, c := range []*Conn{c1, c2} {
+		c.Close(CloseNormal, "done")
+		c.Finish()
+	}
+}
+
+// TestSiblingHoldEndsWithTheConnection: a connection that fails before it
+// has placed a new session (its cursor read fails) stops holding the
+// agent's cursor there when it is detached: the sibling's confirmation is
+// flushed.
+func TestSiblingHoldEndsWithTheConnection(t *testing.T) {
+	st := newLogStore()
+	h := hubWith(t, st, nil, nil)
+	t1, t2 := newTestTransport(), newTestTransport()
+	c1, c2 := attachReplayed(t, h, "@b", t1), attachReplayed(t, h, "@b", t2)
+
+	// The first cursor read waits for the other connection's confirmation,
+	// then fails; the second succeeds.
+	var first atomic.Bool
+	var failed atomic.Pointer[Conn]
+	st.onCursor = func(_, _ string) error {
+		if !first.CompareAndSwap(false, true) {
+			return nil
+		}
+		deadline := time.Now().Add(5 * time.Second)
+		for time.Now().Before(deadline) {
+			for _, c := range []*Conn{c1, c2} {
+				if p, ok, _ := c.position("s"); ok && p == 1 {
+					failed.Store(map[*Conn]*Conn{c1: c2, c2: c1}[c])
+					return errors.New("store down")
+				}
+			}
+			time.Sleep(time.Millisecond)
+		}
+		return errors.New("the other connection never confirmed")
+	}
+	inviteB(st, h)
+	waitFor(t, "one connection to fail", func() bool { return failed.Load() != nil })
+	c := failed.Load()
+	waitFor(t, "it to close", func() bool {
+		select {
+		case <-c.closed:
+			return true
+		default:
+			return false
+		}
+	})
+	time.Sleep(50 * time.Millisecond) // several flushes: the cursor is held
+	if got := st.cursor("@b", "s"); got != 0 {
+		t.Fatalf("cursor = %d while a connection was still placing the session, want 0", got)
+	}
+	c.Finish()
+	waitFor(t, "the sibling's confirmation to be flushed", func() bool { return st.cursor("@b", "s") == 1 })
+	other := map[*Conn]*Conn{c1: c2, c2: c1}[c]
+	other.Close(CloseNormal, "done")
+	other.Finish()
+}
+
+// attachReplayed attaches and starts a connection and waits for its
+// initial replay.
+func attachReplayed(t *testing.T, h *Hub, handle string, tr Transport) *Conn {
+	t.Helper()
+	c := attachStart(t, h, handle, tr)
+	waitFor(t, "the replay", func() bool { c.mu.Lock(); defer c.mu.Unlock(); return c.replayed })
+	return c
+}
+
+// inviteB commits and publishes @b's invitation to a new session "s".
+func inviteB(st *logStore, h *Hub) {
+	st.setView("s", visibility.View{Handle: "@b", Status: protocol.StatusInvited, VisibleThrough: visibility.Joined})
+	h.Publish(st.add("s", "session.invited", "@b", true))
 }

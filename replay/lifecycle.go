@@ -78,7 +78,19 @@ func (h *Hub) detach(c *Conn, reason string) {
 				fl[sid] = floor{seq: p.confirmed, at: now}
 			}
 		}
+		held := make([]string, 0, len(c.placing))
+		for sid := range c.placing {
+			held = append(held, sid)
+		}
 		c.mu.Unlock()
+		// The sessions this connection held back (collectCursors) are no
+		// longer held: flush them with the next round.
+		for other := range conns {
+			for _, sid := range held {
+				other.markPosDirty(sid)
+			}
+			break
+		}
 	}
 	closing := h.closing
 	h.mu.Unlock()

@@ -41,6 +41,12 @@ func (c *Conn) notify(sessionID string, head int64, view *visibility.View) {
 // announceLocked records an announcement for the next pull. Called with
 // c.mu held.
 func (c *Conn) announceLocked(sessionID string, head int64, view *visibility.View) {
+	if _, known := c.pos[sessionID]; !known {
+		if c.placing == nil {
+			c.placing = map[string]struct{}{}
+		}
+		c.placing[sessionID] = struct{}{}
+	}
 	a := c.dirty[sessionID]
 	a.head = max(a.head, head)
 	if view != nil && head > a.viewAt {
@@ -76,6 +82,7 @@ func (c *Conn) replay() {
 	for _, p := range pending {
 		c.sessions[p.SessionID] = newConnSession(p.View, p.Cursor)
 		c.pos[p.SessionID] = newPosition(p.SessionID, p.Cursor)
+		c.placedLocked(p.SessionID)
 		// The view and head come from one read: the view is valid as of
 		// LastSeq, like a commit's.
 		c.announceLocked(p.SessionID, p.LastSeq, &p.View)
@@ -286,6 +293,9 @@ func (c *Conn) session(ctx context.Context, sessionID string, a *announce) (*con
 		var err error
 		v, err = c.hub.st.View(ctx, sessionID, c.handle)
 		if errors.Is(err, store.ErrNotFound) {
+			c.mu.Lock()
+			c.placedLocked(sessionID) // not a participant: nothing to place
+			c.mu.Unlock()
 			return nil, nil
 		}
 		if err != nil {
@@ -302,6 +312,7 @@ func (c *Conn) session(ctx context.Context, sessionID string, a *announce) (*con
 	if _, ok := c.pos[sessionID]; !ok {
 		c.pos[sessionID] = newPosition(sessionID, cur)
 	}
+	c.placedLocked(sessionID)
 	c.mu.Unlock()
 	return cs, nil
 }
