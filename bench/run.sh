@@ -7,6 +7,8 @@
 #   bench/run.sh            # all scenarios
 #   bench/run.sh chat       # one of: chat chat-rate fanout replay idle pgbench pgbench-rate purge purge-sqlite
 #   bench/run.sh chat-2nodes chat-rate-2nodes   # two aspd nodes on one database (docs/cluster.md)
+#   bench/run.sh timeline   # chat-rate, then each message over 10 ms put beside aspd's GC cycles and
+#                           # PostgreSQL's slow statements (aspbench timeline; docs/benchmarks.md)
 #   ASPD_FLAGS="--group-commit=false" bench/run.sh chat-rate   # compare aspd settings
 #   ASPD_ENV="GOGC=400" bench/run.sh chat-rate   # aspd's environment alone (not aspbench's)
 #   ASPD_BENCH_ADDR=127.0.0.1:8190 ASPD_BENCH_DB=aspd_bench_me bench/run.sh chat   # beside another run
@@ -45,6 +47,62 @@ stop_aspd() {
 	[ -n "$PID2" ] && kill "$PID2" 2>/dev/null && wait "$PID2" 2>/dev/null || true; PID2=
 }
 trap stop_aspd EXIT
+# start_aspd_timeline: start_aspd with the PostgreSQL log of slow statements
+# on for the database alone (log_min_duration_statement = 2 ms, no
+# parameters; both go with the database at the next DROP) and aspd at
+# GODEBUG=gctrace=1, its output stamped line by line with the wall time
+# (aspbench stamp); PID stays aspd's own. PGLOG_OK=1 when the setting took.
+PGLOG_OK=
+start_aspd_timeline() {
+	stop_aspd
+	if curl -fs "http://$ADDR/readyz" >/dev/null 2>&1; then
+		echo "another aspd already answers on $ADDR: set ASPD_BENCH_ADDR (and ASPD_BENCH_DB)" >&2; exit 1
+	fi
+	psql "$PG/postgres" -qc "DROP DATABASE IF EXISTS $DB" -c "CREATE DATABASE $DB" >/dev/null
+	local err
+	PGLOG_OK=
+	if err=$(psql "$PG/postgres" -qc "ALTER DATABASE $DB SET log_min_duration_statement = 2" 2>&1); then
+		PGLOG_OK=1
+		# Without the statements' parameters: the message path's arrays would
+		# make it megabytes, written by PostgreSQL during the measurement.
+		psql "$PG/postgres" -qc "ALTER DATABASE $DB SET log_parameter_max_length = 0" >/dev/null 2>&1 ||
+			echo "timeline: could not turn off the logging of parameters on $DB" >&2
+	else
+		echo "timeline: cannot set log_min_duration_statement on $DB (it needs a PostgreSQL superuser): $err; going on without PostgreSQL's log" >&2
+	fi
+	# GODEBUG: gctrace=1 added to any GODEBUG of ASPD_ENV or of this shell.
+	local w envs=() gd="GODEBUG=${GODEBUG:+$GODEBUG,}gctrace=1"
+	for w in ${ASPD_ENV:-}; do
+		case $w in GODEBUG=*) gd="$w,gctrace=1" ;; *) envs+=("$w") ;; esac
+	done
+	ASPD_ADMIN_TOKEN=$ASPBENCH_ADMIN_TOKEN env "${envs[@]}" "$gd" "$OUT/aspd" --database-url "$PG/$DB?sslmode=disable" \
+		--listen "$ADDR" --data-dir "$OUT/data" ${ASPD_FLAGS:-} > >("$ASPBENCH" stamp >"$OUT/aspd.log") 2>&1 &
+	PID=$!
+	for _ in $(seq 50); do curl -fs "http://$ADDR/readyz" >/dev/null && return; sleep 0.1; done
+	echo "aspd did not start" >&2; exit 1
+}
+# timeline: chat-rate's load with --timeline, then aspbench timeline on the
+# messages, aspd's stamped log and the part of PostgreSQL's log written
+# meanwhile.
+timeline() {
+	local pglog=${ASPD_BENCH_PGLOG:-/var/log/postgresql/postgresql-15-main.log} off=
+	start_aspd_timeline
+	if [ -n "$PGLOG_OK" ] && [ -r "$pglog" ]; then
+		off=$(stat -c %s "$pglog")
+	elif [ -n "$PGLOG_OK" ]; then
+		echo "timeline: cannot read PostgreSQL's log $pglog (set ASPD_BENCH_PGLOG); going on without it" >&2
+	fi
+	local rc=0 pgarg=()
+	# A failed run (exit 1) still wrote its timeline: look at it, then fail.
+	bench chat --sessions 300 --participants 3 --rate 2000 --duration 10s --timeline "$OUT/timeline.jsonl" || rc=$?
+	if [ -n "$off" ]; then
+		tail -c +"$((off + 1))" "$pglog" >"$OUT/pg.log"
+		pgarg=(--pg-log "$OUT/pg.log" --pg-db "$DB")
+	fi
+	echo "--- timeline ($OUT/timeline.jsonl, $OUT/aspd.log${off:+, $OUT/pg.log})"
+	"$ASPBENCH" timeline --messages "$OUT/timeline.jsonl" --aspd-log "$OUT/aspd.log" "${pgarg[@]}" --slow "${TIMELINE_SLOW:-10ms}"
+	return "$rc"
+}
 # Two nodes: start_aspd, then a second aspd on the same database at ADDR2.
 ADDR2=${ASPD_BENCH_ADDR2:-127.0.0.1:8091}
 start_cluster() {
@@ -110,6 +168,7 @@ run() {
 	replay)    start_aspd; bench replay --sessions 100 --events 10000 ;;
 	chat-2nodes)      start_cluster; bench2 chat --sessions 300 --participants 3 --duration 10s ;;
 	chat-rate-2nodes) start_cluster; bench2 chat --sessions 300 --participants 3 --rate 2000 --duration 10s ;;
+	timeline)  timeline ;;
 	idle)      start_aspd; bench --timeout 5m idle --connections "${IDLE_CONNECTIONS:-19000}" --agents 100 --duration 5s ;;
 	purge) # 500 msg/s before and during a retention purge of 100,000 events
 		ASPD_FLAGS="${ASPD_FLAGS:-} --retention-closed-sessions 1h --retention-interval 1s" start_aspd

@@ -415,6 +415,50 @@ func TestEndToEnd(t *testing.T) {
 		}
 	})
 
+	t.Run("chat open loop --timeline", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "timeline.jsonl")
+		code, r, stderr := runBench(t, append(common, "chat", "--sessions", "2", "--participants", "3", "--duration", "1s", "--warmup", "500ms", "--rate", "100", "--timeline", path)...)
+		requireOK(t, code, r, stderr, "chat", 6)
+		f, err := os.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		msgs, err := readMessages(f)
+		f.Close()
+		if err != nil || len(msgs) != 100 {
+			t.Fatalf("%d messages in the timeline (%v), want the 100 measured", len(msgs), err)
+		}
+		now := time.Now().UnixMicro()
+		for i, m := range msgs {
+			// Messages 50..149 (the first 50 are the warm-up), 10 ms apart.
+			if m.N != int64(50+i) || m.Session != int(m.N%2) || m.Deliveries != 2 {
+				t.Fatalf("message %d: %+v", i, m)
+			}
+			if i > 0 && m.Sched-msgs[i-1].Sched != 10000 {
+				t.Errorf("message %d scheduled %d µs after the previous, want 10000", i, m.Sched-msgs[i-1].Sched)
+			}
+			if !(m.Sched <= m.Post && m.Post < m.Accepted && m.Post < m.Delivered) || now-m.Sched > 60e6 || m.Sched > now {
+				t.Errorf("message %d: times out of order or not wall-clock µs: %+v (now %d)", i, m, now)
+			}
+		}
+		// The POSTs carried their X-Request-Id, which aspd logs.
+		if !strings.Contains(srv.log.String(), "request_id="+msgs[0].RequestID+"\n") {
+			t.Errorf("aspd's log has no request_id=%s", msgs[0].RequestID)
+		}
+		logPath := filepath.Join(t.TempDir(), "aspd.log")
+		if err := os.WriteFile(logPath, []byte(srv.log.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		var out, errb bytes.Buffer
+		if code := run([]string{"timeline", "--messages", path, "--aspd-log", logPath, "--slow", "1us"}, &out, &errb); code != 0 {
+			t.Fatalf("timeline: exit %d: %s", code, errb.String())
+		}
+		if !strings.Contains(out.String(), "messages measured: 100,") || !strings.Contains(out.String(), "slow (send-to-deliver over 1µs): 100 ") ||
+			!strings.Contains(out.String(), "aspd's access log (X-Request-Id): 100 of 100 slow messages found") {
+			t.Errorf("timeline report:\n%s", out.String())
+		}
+	})
+
 	t.Run("fanout", func(t *testing.T) {
 		code, r, stderr := runBench(t, append(common, "fanout", "--participants", "20", "--messages", "5", "--rate", "20")...)
 		requireOK(t, code, r, stderr, "fanout", 20)

@@ -20,6 +20,7 @@ type chatScenario struct {
 	rate         float64
 	warmup       time.Duration
 	duration     time.Duration
+	timeline     string // --timeline FILE (timeline.go)
 }
 
 func (s *chatScenario) flags(fs *flag.FlagSet) {
@@ -29,6 +30,7 @@ func (s *chatScenario) flags(fs *flag.FlagSet) {
 	fs.IntVar(&s.concurrency, "concurrency", 0, "senders in flight: closed loop, each posts its next message when the previous is accepted (default 64); open loop, the most requests in flight (default 256)")
 	fs.Float64Var(&s.rate, "rate", 0, "total messages per second; > 0 selects the open loop: send times are scheduled on a fixed clock and latency is measured from the scheduled time")
 	fs.DurationVar(&s.warmup, "warmup", 2*time.Second, "sending before the measured window (not measured, but checked)")
+	fs.StringVar(&s.timeline, "timeline", "", "write, after the run, every measured message's scheduled, POST-start, 201 and last-delivery times (Unix µs) to FILE as JSON lines, and send each message's X-Request-Id (bench-RUN-N) for aspd's access log: the input of 'aspbench timeline'")
 }
 
 func (s *chatScenario) prepare(o *options) error {
@@ -61,6 +63,7 @@ func (s *chatScenario) prepare(o *options) error {
 	case s.warmup < 0:
 		return errors.New("--warmup must not be negative")
 	}
+	o.requestIDs = s.timeline != ""
 	return nil
 }
 
@@ -101,12 +104,23 @@ func (s *chatScenario) run(ctx context.Context, b *bench) error {
 	}
 
 	lat := newHistogram()
+	var tl *timeline // --timeline: every measured message's times
+	if s.timeline != "" {
+		n := 1 << 16
+		if s.rate > 0 {
+			n = int(s.rate*(s.warmup+s.duration).Seconds()) + 1
+		}
+		tl = newTimeline(n)
+	}
 	hook := func(c *wsConn, ev *wireEvent, mark *benchMark, fresh bool, at time.Duration) {
 		if mark == nil || !fresh || mark.ID < 0 || ev.Payload.Sender == c.ag.handle {
 			return
 		}
 		if mark.T >= b.winStart.Load() {
 			lat.Record(at - time.Duration(mark.T))
+			if tl != nil {
+				tl.delivered(mark.ID, time.Duration(mark.T), at)
+			}
 		}
 	}
 	var conns map[*agent]*wsConn
@@ -157,6 +171,9 @@ func (s *chatScenario) run(ctx context.Context, b *bench) error {
 				post.Record(done - t)
 				if s.rate > 0 {
 					lag.Record(started - t)
+				}
+				if tl != nil {
+					tl.accepted(n, int(n%int64(S)), t, started, done)
 				}
 			}
 		},
@@ -213,6 +230,13 @@ func (s *chatScenario) run(ctx context.Context, b *bench) error {
 	b.rep.Latency.set("send_to_201", post.Summary())
 	if s.rate > 0 {
 		b.rep.Latency.set("send_start_lag", lag.Summary())
+	}
+	if tl != nil {
+		n, err := tl.write(s.timeline, b.base, b.runID)
+		if err != nil {
+			return errors.Join(drainErr, fmt.Errorf("--timeline: %w", err))
+		}
+		b.logf("timeline: %d messages written to %s", n, s.timeline)
 	}
 	return drainErr
 }

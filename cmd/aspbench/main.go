@@ -24,6 +24,14 @@
 //	idle    C idle connections; server memory per connection (from
 //	        /proc/PID/status when --pid is given, and /metrics if present).
 //
+// Tools (no server; give them first, alone):
+//
+//	aspbench stamp <in >out
+//	        prefixes each line with the Unix µs wall time it was read at.
+//	aspbench timeline --messages FILE [--aspd-log FILE] [--pg-log FILE]
+//	        attributes the slow messages of a chat --timeline run to what
+//	        overlapped them (timeline.go).
+//
 // Set-up (provisioning, sessions, invitations, joins) happens before any
 // agent connects; the agents then connect in waves (--connect-wave), each
 // wave caught up with the set-up events before the next dials, and only
@@ -93,6 +101,7 @@ type options struct {
 	keepAgents     bool
 	cleanupTimeout time.Duration
 	drainTimeout   time.Duration
+	requestIDs     bool // chat --timeline: POSTs of benchmark messages carry X-Request-Id
 }
 
 func defaultOptions() *options {
@@ -174,6 +183,7 @@ func printUsage(w io.Writer, global *flag.FlagSet) {
 	for _, n := range names {
 		fmt.Fprintf(w, "  %-7s %s\n", n, scenarioHelp[n])
 	}
+	fmt.Fprintf(w, "\nTools (no server):\n  stamp    prefix each line of stdin with the Unix µs wall time it was read at\n  timeline attribute the slow messages of a chat --timeline run (aspbench timeline --help)\n")
 	fmt.Fprintf(w, "\nRun 'aspbench <scenario> --help' for a scenario's flags.\n\nGlobal flags:\n")
 	global.SetOutput(w)
 	global.PrintDefaults()
@@ -284,6 +294,14 @@ func checkLoopback(raw string) error {
 // run is the whole command: it returns the exit status (0 ok, 1 failed, 2
 // usage).
 func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 {
+		switch args[0] {
+		case "stamp":
+			return runStamp(args[1:], os.Stdin, stdout, stderr)
+		case "timeline":
+			return runTimeline(args[1:], stdout, stderr)
+		}
+	}
 	o, name, sc, err := parseArgs(args, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return 0

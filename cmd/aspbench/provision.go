@@ -81,6 +81,9 @@ func newBench(o *options, scenario string, stderr io.Writer) *bench {
 		base:     time.Now(),
 		http:     &http.Client{Transport: tr, Timeout: 60 * time.Second},
 	}
+	if o.requestIDs {
+		b.http.Transport = requestIDTransport{tr}
+	}
 	b.wsHTTP = &http.Client{Transport: &http.Transport{Proxy: nil, DialContext: b.dialWS}}
 	b.winStart.Store(math.MaxInt64)
 	b.winEnd.Store(math.MaxInt64)
@@ -448,7 +451,7 @@ func (b *bench) post(ctx context.Context, s *session, sender *agent, id int64, t
 		MessageID string `json:"message_id"`
 		Sequence  int64  `json:"sequence"`
 	}
-	if err := b.call(ctx, "POST /sessions/{id}/messages", sender, "/sessions/"+s.id+"/messages", json.RawMessage(body), &r); err != nil {
+	if err := b.call(b.withRequestID(ctx, id), "POST /sessions/{id}/messages", sender, "/sessions/"+s.id+"/messages", json.RawMessage(body), &r); err != nil {
 		return err
 	}
 	if r.Sequence <= 0 {
