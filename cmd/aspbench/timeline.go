@@ -491,7 +491,6 @@ const (
 	nCauses   = 3
 )
 
-var causeNames = [nCauses]string{"sender late", "PostgreSQL statement", "aspd GC cycle"}
 var causeShort = [nCauses]string{"late", "pg", "gc"}
 
 func (c cause) String() string {
