@@ -30,17 +30,26 @@ ASPBENCH=${ASPBENCH:-$OUT/aspbench}
 
 PID=
 PID2=
-start_aspd() {
+# fresh_db: no aspd of ours left, none of another run on ADDR, and an empty
+# database.
+fresh_db() {
 	stop_aspd
 	if curl -fs "http://$ADDR/readyz" >/dev/null 2>&1; then
 		echo "another aspd already answers on $ADDR: set ASPD_BENCH_ADDR (and ASPD_BENCH_DB)" >&2; exit 1
 	fi
 	psql "$PG/postgres" -qc "DROP DATABASE IF EXISTS $DB" -c "CREATE DATABASE $DB" >/dev/null
+}
+# wait_ready ADDR: waits up to 5 s for the aspd at ADDR to be ready.
+wait_ready() {
+	for _ in $(seq 50); do curl -fs "http://$1/readyz" >/dev/null && return; sleep 0.1; done
+	echo "aspd on $1 did not start" >&2; exit 1
+}
+start_aspd() {
+	fresh_db
 	ASPD_ADMIN_TOKEN=$ASPBENCH_ADMIN_TOKEN env ${ASPD_ENV:-} "$OUT/aspd" --database-url "$PG/$DB?sslmode=disable" \
 		--listen "$ADDR" --data-dir "$OUT/data" ${ASPD_FLAGS:-} >"$OUT/aspd.log" 2>&1 &
 	PID=$!
-	for _ in $(seq 50); do curl -fs "http://$ADDR/readyz" >/dev/null && return; sleep 0.1; done
-	echo "aspd did not start" >&2; exit 1
+	wait_ready "$ADDR"
 }
 stop_aspd() {
 	[ -n "$PID" ] && kill "$PID" 2>/dev/null && wait "$PID" 2>/dev/null || true; PID=
@@ -54,11 +63,7 @@ trap stop_aspd EXIT
 # (aspbench stamp); PID stays aspd's own. PGLOG_OK=1 when the setting took.
 PGLOG_OK=
 start_aspd_timeline() {
-	stop_aspd
-	if curl -fs "http://$ADDR/readyz" >/dev/null 2>&1; then
-		echo "another aspd already answers on $ADDR: set ASPD_BENCH_ADDR (and ASPD_BENCH_DB)" >&2; exit 1
-	fi
-	psql "$PG/postgres" -qc "DROP DATABASE IF EXISTS $DB" -c "CREATE DATABASE $DB" >/dev/null
+	fresh_db
 	local err
 	PGLOG_OK=
 	if err=$(psql "$PG/postgres" -qc "ALTER DATABASE $DB SET log_min_duration_statement = 2" 2>&1); then
@@ -78,8 +83,7 @@ start_aspd_timeline() {
 	ASPD_ADMIN_TOKEN=$ASPBENCH_ADMIN_TOKEN env "${envs[@]}" "$gd" "$OUT/aspd" --database-url "$PG/$DB?sslmode=disable" \
 		--listen "$ADDR" --data-dir "$OUT/data" ${ASPD_FLAGS:-} > >("$ASPBENCH" stamp >"$OUT/aspd.log") 2>&1 &
 	PID=$!
-	for _ in $(seq 50); do curl -fs "http://$ADDR/readyz" >/dev/null && return; sleep 0.1; done
-	echo "aspd did not start" >&2; exit 1
+	wait_ready "$ADDR"
 }
 # timeline: chat-rate's load with --timeline, then aspbench timeline on the
 # messages, aspd's stamped log and the part of PostgreSQL's log written
@@ -110,8 +114,7 @@ start_cluster() {
 	ASPD_ADMIN_TOKEN=$ASPBENCH_ADMIN_TOKEN env ${ASPD_ENV:-} "$OUT/aspd" --database-url "$PG/$DB?sslmode=disable" \
 		--listen "$ADDR2" --data-dir "$OUT/data2" ${ASPD_FLAGS:-} >"$OUT/aspd2.log" 2>&1 &
 	PID2=$!
-	for _ in $(seq 50); do curl -fs "http://$ADDR2/readyz" >/dev/null && return; sleep 0.1; done
-	echo "the second aspd did not start" >&2; exit 1
+	wait_ready "$ADDR2"
 }
 bench2() { # agents round-robin over both nodes; --pid reports the first node's process
 	"$ASPBENCH" --server "http://$ADDR,http://$ADDR2" --pid "$PID" "$@"
@@ -178,7 +181,7 @@ run() {
 		ASPD_ADMIN_TOKEN=$ASPBENCH_ADMIN_TOKEN env ${ASPD_ENV:-} "$OUT/aspd" --data-dir "$OUT/data-sqlite" --listen "$ADDR" \
 			--retention-closed-sessions 1h --retention-interval 1s ${ASPD_FLAGS:-} >"$OUT/aspd.log" 2>&1 &
 		PID=$!
-		for _ in $(seq 50); do curl -fs "http://$ADDR/readyz" >/dev/null && break; sleep 0.1; done
+		wait_ready "$ADDR"
 		purge_under_load sqlite3 "$OUT/data-sqlite/aspd.db" ".timeout 10000" ".read bench/purge-seed-sqlite.sql" ;;
 	pgbench)
 		stop_aspd
