@@ -33,7 +33,7 @@ for round in $(seq "$ROUNDS"); do
 		for sc in "$@"; do
 			echo "=== $side $sc (round $round)"
 			(cd "$dir" && OUT=$DIR-$side bash bench/run.sh "$sc" 2>&1) |
-				grep -E 'cores busy|load generator|^server pid|accepted_msgs_per_s|server_cpu_us_per_msg|server_allocs_per_msg|send_to_deliver |replay_ms|last_recipient|events_replayed|rss_per_connection|^aspd_|errors:|load average|did not start|already answers' || true
+				grep -E 'cores busy|^pgstat |load generator|^server pid|accepted_msgs_per_s|server_cpu_us_per_msg|server_allocs_per_msg|send_to_deliver |replay_ms|last_recipient|events_replayed|rss_per_connection|^aspd_|errors:|load average|did not start|already answers' || true
 		done
 	done
 done

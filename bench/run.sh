@@ -136,9 +136,37 @@ cpu_busy() {
 	read -r b1 i1 <<<"$(cpu_ticks)"
 	awk -v b="$((b1 - b0))" -v i="$((i1 - i0))" 'BEGIN {printf "machine busy: %.0f%% of its cores\n", 100 * b / (b + i)}'
 }
+# PGSTAT=1: PostgreSQL's statements over the run (pg_stat_statements, which
+# must be in shared_preload_libraries; docs/benchmarks.md says how), to
+# compare what two builds ask of the database per message.
+pgstat_reset() {
+	[ -n "${PGSTAT:-}" ] || return 0
+	psql "$PG/postgres" -qAtc "CREATE EXTENSION IF NOT EXISTS pg_stat_statements" \
+		-c "SELECT pg_stat_statements_reset()" -c "SELECT pg_stat_reset_shared('wal')" >/dev/null
+}
+pgstat_report() {
+	[ -n "${PGSTAT:-}" ] || return 0
+	psql "$PG/postgres" -qAt -v db="$DB" -v top="${PGSTAT_TOP:-12}" <<'SQL'
+SELECT 'pgstat total: calls ' || sum(calls) || ' exec_ms ' || round(sum(total_exec_time)) ||
+       ' wal_bytes ' || sum(wal_bytes) || ' wal_fpi ' || sum(wal_fpi) ||
+       ' blks_hit ' || sum(shared_blks_hit) || ' blks_dirtied ' || sum(shared_blks_dirtied)
+  FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = :'db');
+SELECT 'pgstat wal: records ' || wal_records || ' fpi ' || wal_fpi || ' bytes ' || wal_bytes ||
+       ' writes ' || wal_write || ' syncs ' || wal_sync FROM pg_stat_wal;
+-- Grouped by the statement's start: a multi-row VALUES list of each
+-- length is a statement of its own to pg_stat_statements.
+SELECT 'pgstat stmt: calls ' || sum(calls) || ' exec_ms ' || round(sum(total_exec_time)) || ' rows ' || sum(rows) ||
+       ' max_ms ' || round(max(max_exec_time)::numeric, 1) || ' wal_bytes ' || sum(wal_bytes) || ' blks_hit ' || sum(shared_blks_hit) || ' | ' || q
+  FROM (SELECT *, left(regexp_replace(query, '\s+', ' ', 'g'), 110) AS q FROM pg_stat_statements
+         WHERE dbid = (SELECT oid FROM pg_database WHERE datname = :'db')) s
+ GROUP BY q ORDER BY sum(total_exec_time) DESC LIMIT :top;
+SQL
+}
 bench() {
 	local w0; w0=$(syscw)
+	pgstat_reset
 	"$ASPBENCH" --server "http://$ADDR" --pid "$PID" "$@"
+	pgstat_report
 	# Over the whole run (set-up and warm-up too), like the delivery counters
 	# below: divide by aspd_events_delivered_total for writes per event.
 	echo "aspd_write_syscalls $(($(syscw) - w0))"

@@ -60,14 +60,38 @@ round() { # $1: with | without
 	local t0= m0= line
 	while IFS= read -r line; do
 		case $line in
-		*" measure ..."*) t0=$(ticks); m0=$(messages) ;;
+		*" measure ..."*) t0=$(ticks); m0=$(messages); stmt_reset ;;
 		*" measure done"*)
 			local t1 m1
 			t1=$(ticks); m1=$(messages)
 			awk -v t=$((t1 - t0)) -v n=$((m1 - m0)) -v hz="$(getconf CLK_TCK)" -v w="$1" \
-				'BEGIN { printf "%-8s indexes: %7d messages in the window, PostgreSQL %.1f us CPU per message\n", w, n, t / hz * 1e6 / n }' ;;
+				'BEGIN { printf "%-8s indexes: %7d messages in the window, PostgreSQL %.1f us CPU per message\n", w, n, t / hz * 1e6 / n }'
+			stmt_report $((m1 - m0)) ;;
 		esac
 	done < <("$OUT/aspbench" --server "http://$ADDR" chat --sessions 300 --participants 3 --duration 5s 2>&1 >/dev/null)
+}
+
+# With pg_stat_statements loaded (docs/benchmarks.md), also the statements'
+# execution time and the WAL per message over the window: a steadier
+# measure than the backends' CPU on a busy machine.
+STMTS=
+if psql "$PG/postgres" -Atc "SHOW shared_preload_libraries" | grep -q pg_stat_statements; then
+	STMTS=1
+	psql "$PG/postgres" -qc "CREATE EXTENSION IF NOT EXISTS pg_stat_statements"
+fi
+stmt_reset() {
+	[ -n "$STMTS" ] || return 0
+	psql "$PG/postgres" -qAtc "SELECT pg_stat_statements_reset()" -c "SELECT pg_stat_reset_shared('wal')" >/dev/null
+}
+stmt_report() { # $1: messages in the window
+	[ -n "$STMTS" ] || return 0
+	psql "$PG/postgres" -qAt -v n="$1" -v db="$DB" <<'SQL'
+SELECT format('         statements: %s us per message executing, of which the appends %s us; WAL %s bytes per message',
+              round((sum(total_exec_time) * 1000 / :n)::numeric, 1),
+              round((sum(total_exec_time) FILTER (WHERE query LIKE '%INSERT INTO events%') * 1000 / :n)::numeric, 1),
+              (SELECT round(wal_bytes / :n) FROM pg_stat_wal))
+  FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = :'db');
+SQL
 }
 
 messages() { psql "$PG/$DB" -Atc "SELECT count(*) FROM events WHERE type = 'session.message'"; }
