@@ -109,17 +109,15 @@ type wsTransport struct {
 	closing chan struct{} // set by Close; closed when the close handshake is over
 }
 
-// Write queues one event frame for the next Flush. The library writes the
-// frame into bc, which holds it, so the write takes no context (a context
-// with a deadline costs the library a context.AfterFunc per frame); the
-// writer's deadline bounds the Flush. It may still wait behind a control
-// frame another goroutine is writing to a peer that does not read: ctx (the
-// connection's, which the write timeout cancels) aborts that wait, through
-// one context.AfterFunc per connection rather than per frame.
+// Write queues one event frame for the next Flush (batchConn.writeText),
+// so it takes no deadline of its own; the writer's deadline bounds the
+// Flush. It may still wait behind a control frame another goroutine is
+// writing to a peer that does not read: ctx (the connection's, which the
+// write timeout cancels) aborts that wait, through one context.AfterFunc
+// per connection rather than per frame.
 func (t *wsTransport) Write(ctx context.Context, msg []byte) error {
 	t.watch.Do(func() { context.AfterFunc(ctx, t.bc.abort) })
-	t.bc.hold()
-	return t.ws.Write(context.Background(), websocket.MessageText, msg)
+	return t.bc.writeText(msg)
 }
 
 // Flush sends the queued frames in one write.

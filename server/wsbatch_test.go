@@ -42,7 +42,7 @@ func (c *countingConn) Write(p []byte) (int, error) {
 
 // wsPair starts a WebSocket server whose handler hands its wsTransport to
 // the test, and dials it.
-func wsPair(t *testing.T) (*wsTransport, *websocket.Conn, *countingListener) {
+func wsPair(t testing.TB) (*wsTransport, *websocket.Conn, *countingListener) {
 	t.Helper()
 	got := make(chan *wsTransport, 1)
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -199,19 +199,22 @@ func TestWSBatchAbort(t *testing.T) {
 	}
 }
 
-// TestWSBatchFramesLargerThanTheBuffer: frames of every size around the
-// connection's small write buffer (1024) still leave a batch in
-// one write, and arrive whole and in order.
-func TestWSBatchFramesLargerThanTheBuffer(t *testing.T) {
+// TestWSBatchFrameSizes: event frames (framed by batchConn.writeText) of
+// every size around the connection's small write buffer (1024) and around
+// the three header forms (7-bit, 16-bit and 64-bit lengths, RFC 6455
+// §5.2) leave a batch in one write, and reach a standard client whole, as
+// text, and in order.
+func TestWSBatchFrameSizes(t *testing.T) {
 	tr, client, ln := wsPair(t)
 	client.SetReadLimit(1 << 20)
-	sizes := []int{1, 1024 - 20, 1024 - 1, 1024, 1024 + 1, 3*1024 + 7, 200 << 10, 5}
-	var want []string
+	sizes := []int{0, 1, 124, 125, 126, 127, 1024 - 1, 1024, 1024 + 1, 3*1024 + 7,
+		65535, 65536, 65537, 200 << 10, 5}
+	var want [][]byte
 	before := ln.writes.Load()
 	for i, n := range sizes {
-		msg := fmt.Sprintf(`"%d:%s"`, i, strings.Repeat(string(rune('a'+i)), n))
+		msg := bytes.Repeat([]byte{byte('a' + i)}, n)
 		want = append(want, msg)
-		if err := tr.Write(context.Background(), []byte(msg)); err != nil {
+		if err := tr.Write(context.Background(), msg); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -224,12 +227,12 @@ func TestWSBatchFramesLargerThanTheBuffer(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	for i := range want {
-		_, msg, err := client.Read(ctx)
+		typ, msg, err := client.Read(ctx)
 		if err != nil {
-			t.Fatal(err)
+			t.Fatalf("message %d (%d bytes): %v", i, sizes[i], err)
 		}
-		if string(msg) != want[i] {
-			t.Fatalf("message %d: %d bytes, want %d", i, len(msg), len(want[i]))
+		if typ != websocket.MessageText || !bytes.Equal(msg, want[i]) {
+			t.Fatalf("message %d: a %v message of %d bytes, want text of %d", i, typ, len(msg), len(want[i]))
 		}
 	}
 }
@@ -284,5 +287,93 @@ func TestWSEarlyFrameAfterUpgrade(t *testing.T) {
 	}
 	if !bytes.HasPrefix(got, []byte("HTTP/1.1 101")) {
 		t.Fatalf("answer %q, want a 101 first", got)
+	}
+}
+
+// TestWSNoDataFrameAfterClose: once the library has written its close
+// frame, an event write fails instead of putting a data frame after it
+// (RFC 6455 §5.5.1), and the peer reads the events before the close, then
+// the close.
+func TestWSNoDataFrameAfterClose(t *testing.T) {
+	tr, client, _ := wsPair(t)
+	if err := tr.Write(context.Background(), []byte(`{"sequence":1}`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.Flush(time.Now().Add(5 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	tr.Close(4001, "replaced")
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		tr.bc.mu.Lock()
+		sent := tr.bc.closeSent
+		tr.bc.mu.Unlock()
+		if sent {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the close frame was not written")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if err := tr.Write(context.Background(), []byte(`{"sequence":2}`)); !errors.Is(err, net.ErrClosed) {
+		t.Fatalf("a write after the close frame: %v, want net.ErrClosed", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, msg, err := client.Read(ctx); err != nil || string(msg) != `{"sequence":1}` {
+		t.Fatalf("first read: %q, %v", msg, err)
+	}
+	_, msg, err := client.Read(ctx)
+	if websocket.CloseStatus(err) != 4001 {
+		t.Fatalf("second read: %q, %v; want the close 4001", msg, err)
+	}
+}
+
+// TestIsCloseFrame: only a whole close frame as the library writes it sets
+// closeSent; a ping, a pong or a text frame, or a close frame's bytes cut
+// short, do not.
+func TestIsCloseFrame(t *testing.T) {
+	cases := []struct {
+		p    []byte
+		want bool
+	}{
+		{[]byte{0x88, 0x00}, true},
+		{[]byte{0x88, 0x02, 0x03, 0xe8}, true},
+		{[]byte{0x88, 0x03, 0x03, 0xe8}, false}, // cut short
+		{[]byte{0x89, 0x00}, false},             // ping
+		{[]byte{0x8a, 0x00}, false},             // pong
+		{[]byte{0x81, 0x02, 'h', 'i'}, false},   // text
+		{[]byte{0x88}, false},
+		{[]byte{0x88, 0x82, 0, 0, 0, 0, 0x03, 0xe8}, false}, // masked: a client's
+	}
+	for _, c := range cases {
+		if got := isCloseFrame(c.p); got != c.want {
+			t.Errorf("isCloseFrame(% x) = %v, want %v", c.p, got, c.want)
+		}
+	}
+}
+
+// BenchmarkWSWrite: one event frame written and flushed to a reading peer
+// (the write system call included), per operation.
+func BenchmarkWSWrite(b *testing.B) {
+	tr, client, _ := wsPair(b)
+	go func() {
+		for {
+			if _, _, err := client.Read(context.Background()); err != nil {
+				return
+			}
+		}
+	}()
+	msg := bytes.Repeat([]byte("x"), 400)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		if err := tr.Write(context.Background(), msg); err != nil {
+			b.Fatal(err)
+		}
+		if err := tr.Flush(time.Now().Add(5 * time.Second)); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
