@@ -65,32 +65,206 @@ func ExtractContent(content json.RawMessage) string {
 		b.WriteString(s)
 	}
 	// Content is a string (plain text) or an array of parts
-	// (common.json#/$defs/Content).
-	// The first byte tells which, so that the content is decoded once.
-	if t := bytes.TrimLeft(content, " \t\r\n"); len(t) > 0 && t[0] == '"' {
-		var plain string
-		if json.Unmarshal(content, &plain) == nil {
+	// (common.json#/$defs/Content). The first byte tells which. Anything
+	// else, and any content that is not valid JSON, has no text.
+	t := bytes.Trim(content, " \t\r\n") // JSON's white space, and only it
+	if len(t) == 0 || (t[0] != '"' && t[0] != '[') || !json.Valid(t) {
+		return ""
+	}
+	if t[0] == '"' {
+		if plain, ok := jsonString(t); ok {
 			line(plain)
 		}
 		return b.String()
 	}
-	var parts []struct {
-		Type string          `json:"type"`
-		Text string          `json:"text"`
-		Data json.RawMessage `json:"data"`
-	}
-	if json.Unmarshal(content, &parts) != nil {
+	// The parts are read in place, not decoded into structs: the message
+	// path calls this once per message, and a json.Unmarshal of the parts
+	// cost about 6 allocations and 2% of aspd's CPU under the chat load
+	// (docs/benchmarks.md). It reads them as json.Unmarshal into
+	// []struct{Type, Text string; Data json.RawMessage} did
+	// (TestExtractContentMatchesUnmarshal and FuzzExtractContent hold it
+	// to that): keys matched without regard to case, the last of a
+	// repeated key winning, null leaving a string as it was, and no text at
+	// all if a part is not an object or its type or text is not a string.
+	type part struct{ typ, text, data []byte }
+	var small [8]part
+	parts := small[:0]
+	ok := true
+	eachValue(t, func(v []byte) {
+		if !ok {
+			return
+		}
+		switch v[0] {
+		case 'n': // null: an empty part
+			return
+		case '{':
+		default:
+			ok = false
+			return
+		}
+		var p part
+		eachMember(v, func(key, val []byte) {
+			field := fieldOf(key)
+			if field == "" || !ok {
+				return
+			}
+			if field == "data" {
+				p.data = val
+				return
+			}
+			switch val[0] {
+			case 'n':
+				return
+			case '"':
+			default:
+				ok = false
+				return
+			}
+			if field == "type" {
+				p.typ = val
+			} else {
+				p.text = val
+			}
+		})
+		parts = append(parts, p)
+	})
+	if !ok {
 		return ""
 	}
 	for _, p := range parts {
-		switch p.Type {
-		case "text":
-			line(p.Text)
-		case "data":
-			dataStrings(p.Data, line)
+		switch {
+		case stringIs(p.typ, "text"):
+			text, _ := jsonString(p.text)
+			line(text)
+		case stringIs(p.typ, "data") && p.data != nil:
+			dataStrings(p.data, line)
 		}
 	}
 	return b.String()
+}
+
+// fieldOf is the part field a member's key (a JSON string literal) names,
+// matched as encoding/json matches a struct's fields: exactly or without
+// regard to case. "" for any other key.
+func fieldOf(key []byte) string {
+	k, ok := jsonString(key)
+	if !ok {
+		return ""
+	}
+	for _, f := range [...]string{"type", "text", "data"} {
+		if strings.EqualFold(k, f) {
+			return f
+		}
+	}
+	return ""
+}
+
+// stringIs reports whether the JSON string literal lit (nil for none) is
+// s, without decoding it when it is s as written.
+func stringIs(lit []byte, s string) bool {
+	if len(lit) == len(s)+2 && string(lit[1:len(lit)-1]) == s {
+		return true
+	}
+	v, _ := jsonString(lit)
+	return v == s
+}
+
+// jsonString decodes one JSON string literal (nil is the empty string).
+// A literal without escapes or control characters that is valid UTF-8 is
+// copied; any other is decoded by encoding/json, so that invalid UTF-8
+// becomes U+FFFD as it does there.
+func jsonString(lit []byte) (string, bool) {
+	if lit == nil {
+		return "", true
+	}
+	if len(lit) < 2 || lit[0] != '"' || lit[len(lit)-1] != '"' {
+		return "", false
+	}
+	body := lit[1 : len(lit)-1]
+	plain := utf8.Valid(body)
+	for _, c := range body {
+		if c < 0x20 || c == '\\' || c == '"' {
+			plain = false
+			break
+		}
+	}
+	if plain {
+		return string(body), true
+	}
+	var v string
+	return v, json.Unmarshal(lit, &v) == nil
+}
+
+// eachValue calls fn with each element of the JSON array arr, which is
+// valid JSON.
+func eachValue(arr []byte, fn func(v []byte)) {
+	i := skipSpace(arr, 1)
+	for i < len(arr) && arr[i] != ']' {
+		end := valueEnd(arr, i)
+		fn(arr[i:end])
+		i = skipSpace(arr, end)
+		if i < len(arr) && arr[i] == ',' {
+			i = skipSpace(arr, i+1)
+		}
+	}
+}
+
+// eachMember calls fn with the key (a string literal) and the value of
+// each member of the JSON object obj, which is valid JSON, in order.
+func eachMember(obj []byte, fn func(key, val []byte)) {
+	i := skipSpace(obj, 1)
+	for i < len(obj) && obj[i] == '"' {
+		kend := stringEnd(obj, i) + 1
+		v := skipSpace(obj, skipSpace(obj, kend)+1) // past the colon
+		vend := valueEnd(obj, v)
+		fn(obj[i:kend], obj[v:vend])
+		i = skipSpace(obj, vend)
+		if i < len(obj) && obj[i] == ',' {
+			i = skipSpace(obj, i+1)
+		}
+	}
+}
+
+// valueEnd is the index just past the JSON value starting at raw[i], in
+// valid JSON.
+func valueEnd(raw []byte, i int) int {
+	switch raw[i] {
+	case '"':
+		return stringEnd(raw, i) + 1
+	case '{', '[':
+		depth := 0
+		for j := i; j < len(raw); j++ {
+			switch raw[j] {
+			case '"':
+				j = stringEnd(raw, j)
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
+				if depth == 0 {
+					return j + 1
+				}
+			}
+		}
+		return len(raw)
+	default: // a number, true, false or null
+		j := i
+		for j < len(raw) {
+			switch raw[j] {
+			case ',', ']', '}', ' ', '\t', '\r', '\n':
+				return j
+			}
+			j++
+		}
+		return j
+	}
+}
+
+func skipSpace(raw []byte, i int) int {
+	for i < len(raw) && (raw[i] == ' ' || raw[i] == '\t' || raw[i] == '\r' || raw[i] == '\n') {
+		i++
+	}
+	return i
 }
 
 // ExtractEvent is Extract on a stored event's wire body (the envelope with
