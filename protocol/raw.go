@@ -100,6 +100,13 @@ func members(obj []byte, fn func(name, v []byte)) {
 	}
 }
 
+// Elements is elements for other packages (the search text's extraction
+// reads message content the same way). arr must be valid JSON.
+func Elements(arr []byte, fn func(v []byte)) { elements(arr, fn) }
+
+// Members is members for other packages. obj must be valid JSON.
+func Members(obj []byte, fn func(name, v []byte)) { members(obj, fn) }
+
 // plainName reports whether a string's raw bytes are its decoded text.
 func plainName(raw []byte) bool {
 	for _, c := range raw {

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/aspd/aspd/protocol"
 )
 
 // IndexedTypes are the event types whose text is indexed. Only
@@ -90,7 +92,7 @@ func ExtractContent(content json.RawMessage) string {
 	var small [8]part
 	parts := small[:0]
 	ok := true
-	eachValue(t, func(v []byte) {
+	protocol.Elements(t, func(v []byte) {
 		if !ok {
 			return
 		}
@@ -103,8 +105,8 @@ func ExtractContent(content json.RawMessage) string {
 			return
 		}
 		var p part
-		eachMember(v, func(key, val []byte) {
-			field := fieldOf(key)
+		protocol.Members(v, func(name, val []byte) {
+			field := fieldOf(name)
 			if field == "" || !ok {
 				return
 			}
@@ -143,16 +145,12 @@ func ExtractContent(content json.RawMessage) string {
 	return b.String()
 }
 
-// fieldOf is the part field a member's key (a JSON string literal) names,
-// matched as encoding/json matches a struct's fields: exactly or without
-// regard to case. "" for any other key.
-func fieldOf(key []byte) string {
-	k, ok := jsonString(key)
-	if !ok {
-		return ""
-	}
+// fieldOf is the part field a member's name names, matched as
+// encoding/json matches a struct's fields: exactly or without regard to
+// case. "" for any other name.
+func fieldOf(name []byte) string {
 	for _, f := range [...]string{"type", "text", "data"} {
-		if strings.EqualFold(k, f) {
+		if strings.EqualFold(string(name), f) {
 			return f
 		}
 	}
@@ -193,78 +191,6 @@ func jsonString(lit []byte) (string, bool) {
 	}
 	var v string
 	return v, json.Unmarshal(lit, &v) == nil
-}
-
-// eachValue calls fn with each element of the JSON array arr, which is
-// valid JSON.
-func eachValue(arr []byte, fn func(v []byte)) {
-	i := skipSpace(arr, 1)
-	for i < len(arr) && arr[i] != ']' {
-		end := valueEnd(arr, i)
-		fn(arr[i:end])
-		i = skipSpace(arr, end)
-		if i < len(arr) && arr[i] == ',' {
-			i = skipSpace(arr, i+1)
-		}
-	}
-}
-
-// eachMember calls fn with the key (a string literal) and the value of
-// each member of the JSON object obj, which is valid JSON, in order.
-func eachMember(obj []byte, fn func(key, val []byte)) {
-	i := skipSpace(obj, 1)
-	for i < len(obj) && obj[i] == '"' {
-		kend := stringEnd(obj, i) + 1
-		v := skipSpace(obj, skipSpace(obj, kend)+1) // past the colon
-		vend := valueEnd(obj, v)
-		fn(obj[i:kend], obj[v:vend])
-		i = skipSpace(obj, vend)
-		if i < len(obj) && obj[i] == ',' {
-			i = skipSpace(obj, i+1)
-		}
-	}
-}
-
-// valueEnd is the index just past the JSON value starting at raw[i], in
-// valid JSON.
-func valueEnd(raw []byte, i int) int {
-	switch raw[i] {
-	case '"':
-		return stringEnd(raw, i) + 1
-	case '{', '[':
-		depth := 0
-		for j := i; j < len(raw); j++ {
-			switch raw[j] {
-			case '"':
-				j = stringEnd(raw, j)
-			case '{', '[':
-				depth++
-			case '}', ']':
-				depth--
-				if depth == 0 {
-					return j + 1
-				}
-			}
-		}
-		return len(raw)
-	default: // a number, true, false or null
-		j := i
-		for j < len(raw) {
-			switch raw[j] {
-			case ',', ']', '}', ' ', '\t', '\r', '\n':
-				return j
-			}
-			j++
-		}
-		return j
-	}
-}
-
-func skipSpace(raw []byte, i int) int {
-	for i < len(raw) && (raw[i] == ' ' || raw[i] == '\t' || raw[i] == '\r' || raw[i] == '\n') {
-		i++
-	}
-	return i
 }
 
 // ExtractEvent is Extract on a stored event's wire body (the envelope with
