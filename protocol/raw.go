@@ -10,6 +10,8 @@ import (
 // of array elements and object members without decoding or copying them, so
 // one pass over message content replaces a decode of the content and
 // another of each part. Nothing here may see text that is not valid JSON.
+// Elements and Members are exported for the search text's extraction
+// (internal/search), which reads message content the same way.
 
 func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
 
@@ -63,8 +65,8 @@ func skipValue(b []byte, i int) int {
 	}
 }
 
-// elements calls fn with the raw bytes of each element of the array arr.
-func elements(arr []byte, fn func(v []byte)) {
+// Elements calls fn with the raw bytes of each element of the array arr.
+func Elements(arr []byte, fn func(v []byte)) {
 	i := skipSpace(arr, 1)
 	for i < len(arr) && arr[i] != ']' {
 		end := skipValue(arr, i)
@@ -76,10 +78,10 @@ func elements(arr []byte, fn func(v []byte)) {
 	}
 }
 
-// members calls fn with each member of the object obj: its name as
+// Members calls fn with each member of the object obj: its name as
 // encoding/json decodes it (escapes resolved, invalid UTF-8 as U+FFFD) and
 // its value's raw bytes. Unless the name needs decoding, it aliases obj.
-func members(obj []byte, fn func(name, v []byte)) {
+func Members(obj []byte, fn func(name, v []byte)) {
 	i := skipSpace(obj, 1)
 	for i < len(obj) && obj[i] != '}' {
 		end := skipString(obj, i)
@@ -99,13 +101,6 @@ func members(obj []byte, fn func(name, v []byte)) {
 		}
 	}
 }
-
-// Elements is elements for other packages (the search text's extraction
-// reads message content the same way). arr must be valid JSON.
-func Elements(arr []byte, fn func(v []byte)) { elements(arr, fn) }
-
-// Members is members for other packages. obj must be valid JSON.
-func Members(obj []byte, fn func(name, v []byte)) { members(obj, fn) }
 
 // plainName reports whether a string's raw bytes are its decoded text.
 func plainName(raw []byte) bool {
@@ -132,7 +127,7 @@ func containsByte(b []byte, c byte) bool {
 // object's own members only, not nested ones, and decodes nothing.
 func (c *Content) HasMember(i int, name string) bool {
 	found := false
-	members(c.DataParts[i], func(n, _ []byte) {
+	Members(c.DataParts[i], func(n, _ []byte) {
 		if string(n) == name {
 			found = true
 		}

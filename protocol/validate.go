@@ -70,7 +70,7 @@ func (l Limits) ValidateContent(raw json.RawMessage) (*Content, *Error) {
 		}
 		var small [16][]byte
 		parts := small[:0]
-		elements(raw, func(v []byte) { parts = append(parts, v) })
+		Elements(raw, func(v []byte) { parts = append(parts, v) })
 		if len(parts) == 0 {
 			return nil, contentErr("content must not be an empty array")
 		}
@@ -133,7 +133,7 @@ func validatePart(i int, raw json.RawMessage) (json.RawMessage, *Error) {
 	}
 	var names, values [8][]byte
 	obj := part{names: names[:0], values: values[:0]}
-	members(raw, func(name, v []byte) {
+	Members(raw, func(name, v []byte) {
 		for j, n := range obj.names {
 			if string(n) == string(name) {
 				obj.values[j] = v

@@ -74,7 +74,7 @@ func ExtractContent(content json.RawMessage) string {
 		return ""
 	}
 	if t[0] == '"' {
-		if plain, ok := jsonString(t); ok {
+		if plain, ok := unquote(t); ok {
 			line(plain)
 		}
 		return b.String()
@@ -135,9 +135,10 @@ func ExtractContent(content json.RawMessage) string {
 	}
 	for _, p := range parts {
 		switch {
-		case stringIs(p.typ, "text"):
-			text, _ := jsonString(p.text)
-			line(text)
+		case stringIs(p.typ, "text") && p.text != nil:
+			if text, ok := unquote(p.text); ok {
+				line(text)
+			}
 		case stringIs(p.typ, "data") && p.data != nil:
 			dataStrings(p.data, line)
 		}
@@ -160,37 +161,14 @@ func fieldOf(name []byte) string {
 // stringIs reports whether the JSON string literal lit (nil for none) is
 // s, without decoding it when it is s as written.
 func stringIs(lit []byte, s string) bool {
+	if lit == nil {
+		return false
+	}
 	if len(lit) == len(s)+2 && string(lit[1:len(lit)-1]) == s {
 		return true
 	}
-	v, _ := jsonString(lit)
-	return v == s
-}
-
-// jsonString decodes one JSON string literal (nil is the empty string).
-// A literal without escapes or control characters that is valid UTF-8 is
-// copied; any other is decoded by encoding/json, so that invalid UTF-8
-// becomes U+FFFD as it does there.
-func jsonString(lit []byte) (string, bool) {
-	if lit == nil {
-		return "", true
-	}
-	if len(lit) < 2 || lit[0] != '"' || lit[len(lit)-1] != '"' {
-		return "", false
-	}
-	body := lit[1 : len(lit)-1]
-	plain := utf8.Valid(body)
-	for _, c := range body {
-		if c < 0x20 || c == '\\' || c == '"' {
-			plain = false
-			break
-		}
-	}
-	if plain {
-		return string(body), true
-	}
-	var v string
-	return v, json.Unmarshal(lit, &v) == nil
+	v, ok := unquote(lit)
+	return ok && v == s
 }
 
 // ExtractEvent is Extract on a stored event's wire body (the envelope with
