@@ -237,8 +237,8 @@ func (c *wsConn) read(ctx context.Context) {
 // receive checks and counts one event.
 func (c *wsConn) receive(raw []byte, at time.Duration) {
 	b := c.b
-	var ev wireEvent
-	if err := json.Unmarshal(raw, &ev); err != nil || ev.Type == "" || ev.SessionID == "" || ev.Sequence <= 0 {
+	ev, m, ok := decodeEvent(raw)
+	if !ok || ev.Type == "" || ev.SessionID == "" || ev.Sequence <= 0 {
 		b.check.violate(kindMalformed, 1, "%s: not an ASP event (%d bytes, starting % x): %.200q", c.ag.handle, len(raw), raw[:min(len(raw), 16)], raw)
 		return
 	}
@@ -250,10 +250,8 @@ func (c *wsConn) receive(raw []byte, at time.Duration) {
 	c.firstAt.CompareAndSwap(0, int64(at))
 	c.lastAt.Store(int64(at))
 	var mark *benchMark
-	if ev.Type == "session.message" {
-		if m := parseMark(ev.Payload.Content); m != nil && m.Run == b.runID {
-			mark = m
-		}
+	if m != nil && m.Run == b.runID {
+		mark = m
 	}
 
 	c.mu.Lock()
