@@ -130,6 +130,27 @@ syscw() { awk '/^syscw:/ {print $2}' "/proc/$PID/io" 2>/dev/null || echo 0; }
 # cpu_ticks / cpu_busy: how busy the whole machine was (every core, every
 # process) between two points, from /proc/stat.
 cpu_ticks() { awk '/^cpu / {print $2+$3+$4+$7+$8+$9, $5+$6}' /proc/stat; }
+# pg_ticks / pg_cpu: the CPU time (utime + stime, in clock ticks) of the
+# local PostgreSQL server: the postmaster, its live children and, through
+# the postmaster's cutime and cstime, the backends that have exited. Empty
+# when the server's processes cannot be read (another host, another user's
+# /proc), and pg_cpu then says nothing.
+pg_ticks() {
+	local pm
+	pm=$(awk '/^PPid:/ {print $2}' "/proc/$(psql "$PG/postgres" -qAtc "SELECT pid FROM pg_stat_activity WHERE backend_type = 'checkpointer'" 2>/dev/null)/status" 2>/dev/null) || return 0
+	[ -r "/proc/$pm/stat" ] || return 0
+	{ awk '{print $14 + $15 + $16 + $17}' "/proc/$pm/stat"
+	  for c in $(cat /proc/"$pm"/task/*/children 2>/dev/null); do awk '{print $14 + $15}' "/proc/$c/stat" 2>/dev/null; done
+	} | awk '{t += $1} END {print t}'
+}
+# pg_cpu T0 TX [SECONDS]: PostgreSQL's cores and CPU per transaction since
+# pg_ticks gave T0, for TX transactions over SECONDS of wall time.
+pg_cpu() {
+	local t1; t1=$(pg_ticks)
+	[ -n "$1" ] && [ -n "$t1" ] || return 0
+	awk -v t="$((t1 - $1))" -v n="$2" -v s="${3:-10}" -v hz="$(getconf CLK_TCK)" \
+		'BEGIN {printf "postgres cpu: %.2f cores, %.0f us per transaction (%d transactions)\n", t / hz / s, t / hz * 1e6 / n, n}'
+}
 cpu_busy() {
 	local b0 i0 b1 i1
 	read -r b0 i0 <<<"$1"
@@ -215,15 +236,19 @@ run() {
 		stop_aspd
 		psql "$PG/postgres" -qc "DROP DATABASE IF EXISTS $DB" -c "CREATE DATABASE $DB" >/dev/null
 		psql "$PG/$DB" -q -f bench/pgbench-setup.sql
-		local busy0; busy0=$(cpu_ticks)
-		pgbench -n -c 32 -j 2 -T 10 -f bench/pgbench-insert.sql "$PG/$DB"
-		cpu_busy "$busy0" ;;
+		local busy0 pg0 out; busy0=$(cpu_ticks); pg0=$(pg_ticks)
+		out=$(pgbench -n -c 32 -j 2 -T 10 -f bench/pgbench-insert.sql "$PG/$DB")
+		echo "$out"
+		cpu_busy "$busy0"
+		pg_cpu "$pg0" "$(awk '/^number of transactions actually processed/ {print $NF}' <<<"$out" | cut -d/ -f1)" ;;
 	pgbench-rate) # PostgreSQL alone at chat-rate's 2,000 commits/s: its own latency tail
 		stop_aspd
 		psql "$PG/postgres" -qc "DROP DATABASE IF EXISTS $DB" -c "CREATE DATABASE $DB" >/dev/null
 		psql "$PG/$DB" -q -f bench/pgbench-setup.sql
 		rm -rf "$OUT/pgbench-log"; mkdir -p "$OUT/pgbench-log"
+		local pg0; pg0=$(pg_ticks)
 		(cd "$OUT/pgbench-log" && pgbench -n -c 8 -j 2 -R 2000 -T 10 -l -f "$OLDPWD/bench/pgbench-insert.sql" "$PG/$DB") | grep -E '^(tps|latency)'
+		pg_cpu "$pg0" "$(cat "$OUT"/pgbench-log/pgbench_log.* | wc -l)"
 		# pgbench's per-transaction log: the third field is the latency in
 		# µs (from the scheduled start, as -R measures), the fifth the second.
 		cat "$OUT"/pgbench-log/pgbench_log.* | awk '{print $3 / 1000}' | sort -n |
