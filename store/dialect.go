@@ -310,10 +310,24 @@ func (d dialect) searchParticipant(arg string) string {
 
 // searchParticipantSessions is the same condition as a list of sessions,
 // read once, for the step that reads the events of those sessions
-// (searchStep.sessions, PostgreSQL: events_session_time). Unqualified: the
-// step reads events in a subquery of its own.
+// (searchStep.sessions; PostgreSQL: events_session_time, SQLite: the
+// primary key). Unqualified: the step reads events in a subquery of its
+// own.
 func (d dialect) searchParticipantSessions(arg string) string {
+	if d.name != "postgres" {
+		return "session_id IN (SELECT p.session_id FROM participants p WHERE p.handle = " + arg + ")"
+	}
 	return "session_id = ANY(" + d.searchParticipantSessionIDs(arg) + ")"
+}
+
+// offsetZero is the clause that keeps a subquery from being merged into
+// the query around it: " OFFSET 0" (SQLite takes an OFFSET only after a
+// LIMIT, and LIMIT -1 is none).
+func (d dialect) offsetZero() string {
+	if d.name == "postgres" {
+		return " OFFSET 0"
+	}
+	return " LIMIT -1 OFFSET 0"
 }
 
 // searchParticipantSessionIDs is the array of the sessions the handle arg

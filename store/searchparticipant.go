@@ -130,3 +130,16 @@ func (s *Store) searchWordsOnly(q *search.Query) bool {
 	}
 	return true
 }
+
+// participantHasMore reports whether the sessions of participant hold more
+// than n events (SQLite's participant step, search: read through the
+// primary key alone, at most n + 1 entries).
+func (s *Store) participantHasMore(ctx context.Context, participant string, n int) (bool, error) {
+	var count int
+	err := s.read.QueryRowContext(ctx, `SELECT count(*) FROM (SELECT 1 FROM events WHERE `+
+		s.d.searchParticipantSessions("$1")+` LIMIT $2)`, participant, n+1).Scan(&count)
+	if err != nil {
+		return false, fmt.Errorf("store: search: %w", err)
+	}
+	return count > n, nil
+}
