@@ -307,12 +307,12 @@ func (s *Store) search(ctx context.Context, f SearchFilter) ([]SearchHit, error)
 				// session's events are few: its index step alone is cheap).
 				steps = append(steps, searchStep{race: true})
 			} else {
-				if f.Participant != "" && f.Session == "" {
+				if f.Participant != "" && f.Session == "" && !s.d.searchKeys {
 					// SQLite: the participant's events ANDed with the FTS5
 					// tables' hits. The capped index step would look up every
 					// hit of a term common in the log, and check its session,
-					// one by one: 420-470 ms at a million events for
-					// "invoice or refund", against 60 so (docs/search.md).
+					// one by one: 413-468 ms at a million events for
+					// "invoice or refund", against 148 so (docs/search.md).
 					steps = append(steps, searchStep{participant: true})
 				}
 				steps = append(steps, searchStep{limit: searchIndexCap, budget: searchIndexBudget})
